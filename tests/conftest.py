@@ -1,0 +1,24 @@
+"""Shared test configuration."""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", max_examples=60, deadline=None)
+settings.register_profile("dev", max_examples=30, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+X64 = bool(jax.config.jax_enable_x64)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+def float_tol(dtype=None):
+    """Relative tolerance matching the dtype bayescal computes in."""
+    return 1e-10 if X64 else 2e-5

@@ -1,0 +1,184 @@
+"""Tests of the shared core: PAV, binning, error functionals, validation."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from bayescal import core
+from bayescal._src import validation
+from bayescal.core import CalibrationCurve
+from tests.conftest import X64
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32)
+
+
+# --- isotonic regression: reference is scipy.optimize.isotonic_regression (C++ PAV) ---
+@given(
+    st.integers(1, 60).flatmap(
+        lambda n: st.tuples(
+            hnp.arrays(np.float64, n, elements=finite),
+            hnp.arrays(np.float64, n, elements=st.floats(0.125, 100, width=32)),
+        )
+    ),
+    st.booleans(),
+)
+def test_isotonic_equals_scipy_weighted(data, increasing):
+    y, w = data
+    dtype = np.float64 if X64 else np.float32
+    y, w = y.astype(dtype), w.astype(dtype)
+    got = np.asarray(core.isotonic_regression(y, weights=w, increasing=increasing))
+    ref = scipy.optimize.isotonic_regression(
+        y.astype(np.float64), weights=w.astype(np.float64), increasing=increasing
+    ).x
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4 if not X64 else 1e-9)
+    assert got.dtype == dtype
+
+
+def test_isotonic_jit_vmap_grad_match_eager_loop(rng):
+    y = rng.normal(size=(5, 40)).cumsum(1) * 0.1 + rng.normal(size=(5, 40))
+    w = rng.uniform(0.5, 2.0, size=(5, 40))
+    y, w = jnp.asarray(y), jnp.asarray(w)
+    loop = jnp.stack([core.isotonic_regression(y[i], weights=w[i]) for i in range(5)])
+    vm = jax.vmap(lambda a, b: core.isotonic_regression(a, weights=b))(y, w)
+    jt = jax.jit(lambda a, b: core.isotonic_regression(a, weights=b))(y, w)
+    batched = core.isotonic_regression(y, weights=w)
+    np.testing.assert_allclose(vm, loop, rtol=1e-6)
+    np.testing.assert_allclose(jt, loop, rtol=1e-6)
+    np.testing.assert_allclose(batched, loop, rtol=1e-6)
+
+
+def test_isotonic_gradient_matches_finite_differences(rng):
+    y = jnp.asarray(rng.normal(size=30))
+    w = jnp.asarray(rng.uniform(0.5, 2.0, size=30))
+    c = jnp.asarray(rng.normal(size=30))
+
+    def f(y, w):
+        return jnp.sum(c * core.isotonic_regression(y, weights=w))
+
+    gy, gw = jax.grad(f, argnums=(0, 1))(y, w)
+    eps = 1e-3
+    for i in [0, 7, 15, 29]:
+        e = jnp.zeros(30).at[i].set(eps)
+        fd_y = (f(y + e, w) - f(y - e, w)) / (2 * eps)
+        fd_w = (f(y, w + e) - f(y, w - e)) / (2 * eps)
+        np.testing.assert_allclose(gy[i], fd_y, rtol=2e-2, atol=2e-3)
+        np.testing.assert_allclose(gw[i], fd_w, rtol=2e-2, atol=2e-3)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(y=[]), "y is empty"),
+        (dict(y=[1.0, np.nan]), "y contains 1 NaN"),
+        (dict(y=[1.0, 2.0], weights=[1.0, 0.0]), "weights must be strictly positive"),
+        (dict(y=[1.0, 2.0], weights=[1.0, 1.0, 1.0]), "weights has shape"),
+        (dict(y="abc"), "y must be an array of numbers"),
+    ],
+)
+def test_isotonic_bad_input(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        core.isotonic_regression(**kwargs)
+
+
+# --- binning engine ---
+def test_bin_index_edges_convention():
+    edges = jnp.array([0.0, 0.25, 0.5, 0.75, 1.0])
+    x = jnp.array([0.0, 0.2499, 0.25, 0.5, 0.99, 1.0])
+    # [e_k, e_{k+1}) with the last bin closed
+    np.testing.assert_array_equal(core.bin_index(x, edges), [0, 0, 1, 2, 3, 3])
+
+
+def test_bin_sums_keeps_empty_bins_and_counts_in_int():
+    idx = jnp.array([0, 0, 3])
+    count, (s,) = core.bin_sums(idx, 5, (jnp.array([1.0, 2.0, 3.0]),))
+    np.testing.assert_array_equal(count, [2, 0, 0, 1, 0])
+    assert jnp.issubdtype(count.dtype, jnp.integer)
+    np.testing.assert_allclose(s, [3.0, 0, 0, 3.0, 0])
+    total, (sw,) = core.bin_sums(idx, 5, (jnp.array([1.0, 2.0, 3.0]),), jnp.array([1.0, 0.5, 2.0]))
+    np.testing.assert_allclose(total, [1.5, 0, 0, 2.0, 0])
+    np.testing.assert_allclose(sw, [2.0, 0, 0, 6.0, 0])
+
+
+@given(
+    # XLA on CPU flushes subnormals to zero, so they are left out of the comparison.
+    hnp.arrays(
+        np.float32,
+        st.integers(1, 200),
+        elements=st.floats(0, 1, width=32, allow_subnormal=False),
+    ),
+    st.integers(2, 300),
+)
+def test_count_at_or_below_equals_direct_comparison(u, m):
+    levels = np.asarray(jnp.linspace(0.0, 1.0, m, dtype=jnp.float32))
+    ref = (u[:, None] <= levels[None, :]).sum(0)
+    np.testing.assert_array_equal(core.count_at_or_below(jnp.asarray(u), m), ref)
+
+
+def test_count_at_or_below_exact_grid_points():
+    m = 101
+    levels = jnp.linspace(0.0, 1.0, m, dtype=jnp.float32)
+    got = core.count_at_or_below(levels, m)  # u equal to each grid point
+    np.testing.assert_array_equal(got, np.arange(1, m + 1))
+
+
+# --- functionals ---
+def _fine_area(x, d, n=400_001):
+    t = np.linspace(x[0], x[-1], n)
+    return np.trapezoid(np.abs(np.interp(t, x, d)), t)
+
+
+@given(hnp.arrays(np.float64, st.integers(2, 30), elements=st.floats(-1, 1)))
+def test_area_between_matches_fine_quadrature(d):
+    x = np.linspace(0, 1, d.size)
+    got = float(core.area_between(jnp.asarray(x), jnp.asarray(d)))
+    np.testing.assert_allclose(got, _fine_area(x, d), atol=1e-5)
+
+
+def test_ecdf_area_matches_fine_grid_with_ties(rng):
+    u = np.sort(np.concatenate([rng.beta(2, 5, 300), [0.3] * 20, [0.0, 1.0, 1.0]]))
+    got = float(core.ecdf_area_to_diagonal(jnp.asarray(u)))
+    p = np.linspace(0, 1, 1_000_001)
+    g = np.searchsorted(u, p, side="right") / u.size
+    ref = np.trapezoid(np.abs(g - p), p)
+    np.testing.assert_allclose(got, ref, atol=2e-6)
+
+
+def test_curve_error_norms_and_empty_bins():
+    c = CalibrationCurve(
+        jnp.array([0.1, 0.5, 0.9]), jnp.array([0.2, 0.0, 0.6]), jnp.array([1, 0, 3])
+    )
+    # reference: hand computation; the empty middle bin is ignored everywhere
+    np.testing.assert_allclose(core.curve_error(c, norm="l1"), (0.1 + 3 * 0.3) / 4, rtol=1e-6)
+    np.testing.assert_allclose(
+        core.curve_error(c, norm="l2"), np.sqrt((0.01 + 3 * 0.09) / 4), rtol=1e-6
+    )
+    np.testing.assert_allclose(core.curve_error(c, norm="max"), 0.3, rtol=1e-6)
+    with pytest.raises(ValueError, match="norm must be one of"):
+        core.curve_error(c, norm="l3")
+
+
+# --- validation layer ---
+def test_float64_warning_once():
+    validation.reset_float64_warning()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        validation.as_float_array(np.ones(3), "pit")
+        validation.as_float_array(np.ones(3), "pit")
+    msgs = [str(r.message) for r in rec if "float64" in str(r.message)]
+    assert len(msgs) == (0 if X64 else 1)
+    if msgs:
+        assert "pit is float64" in msgs[0] and "JAX_ENABLE_X64" in msgs[0]
+
+
+def test_dtype_kept():
+    x = validation.as_float_array(np.ones(3, np.float32), "x")
+    assert x.dtype == jnp.float32
+    i = validation.as_float_array(np.arange(3), "x")
+    assert jnp.issubdtype(i.dtype, jnp.floating)
