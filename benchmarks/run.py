@@ -25,8 +25,10 @@ def main() -> None:
     args = parser.parse_args()
     import jax
 
-    print(f"# bayescal benchmarks on {platform.processor() or platform.machine()}, "
-          f"jax {jax.__version__}, backend {jax.default_backend()}\n")
+    print(
+        f"# bayescal benchmarks on {platform.processor() or platform.machine()}, "
+        f"jax {jax.__version__}, backend {jax.default_backend()}\n"
+    )
     rows = []
     for path in sorted(HERE.glob("bench_*.py")):
         if args.only and path.stem not in args.only:

@@ -101,7 +101,9 @@ def test_bin_sums_keeps_empty_bins_and_counts_in_int():
     np.testing.assert_array_equal(count, [2, 0, 0, 1, 0])
     assert jnp.issubdtype(count.dtype, jnp.integer)
     np.testing.assert_allclose(s, [3.0, 0, 0, 3.0, 0])
-    total, (sw,) = core.bin_sums(idx, 5, (jnp.array([1.0, 2.0, 3.0]),), jnp.array([1.0, 0.5, 2.0]))
+    total, (sw,) = core.bin_sums(
+        idx, 5, (jnp.array([1.0, 2.0, 3.0]),), jnp.array([1.0, 0.5, 2.0])
+    )
     np.testing.assert_allclose(total, [1.5, 0, 0, 2.0, 0])
     np.testing.assert_allclose(sw, [2.0, 0, 0, 6.0, 0])
 
@@ -155,7 +157,9 @@ def test_curve_error_norms_and_empty_bins():
         jnp.array([0.1, 0.5, 0.9]), jnp.array([0.2, 0.0, 0.6]), jnp.array([1, 0, 3])
     )
     # reference: hand computation; the empty middle bin is ignored everywhere
-    np.testing.assert_allclose(core.curve_error(c, norm="l1"), (0.1 + 3 * 0.3) / 4, rtol=1e-6)
+    np.testing.assert_allclose(
+        core.curve_error(c, norm="l1"), (0.1 + 3 * 0.3) / 4, rtol=1e-6
+    )
     np.testing.assert_allclose(
         core.curve_error(c, norm="l2"), np.sqrt((0.01 + 3 * 0.09) / 4), rtol=1e-6
     )

@@ -1,0 +1,56 @@
+"""Calibration of regression predictives: PIT values, curves, scores, recalibration.
+
+The flow: predictive distribution on held-out data -> PIT values
+(:func:`pit_normal`, :func:`pit_draws`, :func:`pit_cdf`, :func:`pit_quantiles`) ->
+curve and errors (:func:`calibration_curve`, :func:`calibration_error`,
+:func:`miscalibration_area`, :func:`sharpness`, proper scores) -> recalibrator fitted
+on a calibration split (:func:`fit_isotonic_recalibrator`, :func:`fit_sigma_scaling`)
+-> recalibrated PIT values, quantiles and intervals on test data.
+"""
+
+from bayescal._src.curve import CalibrationCurve
+from bayescal.regression._metrics import (
+    calibration_curve,
+    calibration_error,
+    miscalibration_area,
+    sharpness,
+)
+from bayescal.regression._pit import pit_cdf, pit_draws, pit_normal, pit_quantiles
+from bayescal.regression._recalibration import (
+    IsotonicRecalibrator,
+    SigmaScaling,
+    fit_isotonic_recalibrator,
+    fit_sigma_scaling,
+    recalibrated_interval,
+    recalibrated_quantiles,
+)
+from bayescal.regression._scores import (
+    crps_draws,
+    crps_normal,
+    interval_score,
+    nll_normal,
+    pinball_loss,
+)
+
+__all__ = [
+    "CalibrationCurve",
+    "pit_normal",
+    "pit_draws",
+    "pit_cdf",
+    "pit_quantiles",
+    "calibration_curve",
+    "calibration_error",
+    "miscalibration_area",
+    "sharpness",
+    "crps_normal",
+    "crps_draws",
+    "nll_normal",
+    "interval_score",
+    "pinball_loss",
+    "IsotonicRecalibrator",
+    "SigmaScaling",
+    "fit_isotonic_recalibrator",
+    "fit_sigma_scaling",
+    "recalibrated_quantiles",
+    "recalibrated_interval",
+]
