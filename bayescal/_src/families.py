@@ -40,7 +40,13 @@ def cdf(z: jax.Array, family: str, df) -> jax.Array:
     if family == "laplace":
         return jnp.where(z < 0, 0.5 * jnp.exp(z), 1 - 0.5 * jnp.exp(-z))
     nu = jnp.asarray(df, z.dtype)
-    tail = 0.5 * betainc(nu / 2, jnp.asarray(0.5, z.dtype), nu / (nu + z * z))
+    half = jnp.asarray(0.5, z.dtype)
+    z2 = z * z
+    # P(T > |z|) = I_x(nu/2, 1/2) / 2 with x = nu / (nu + z^2); near the centre x -> 1
+    # loses precision, so use I_x(a, b) = 1 - I_{1-x}(b, a) there.
+    far = 0.5 * betainc(nu / 2, half, nu / (nu + z2))
+    near = 0.5 - 0.5 * betainc(half, nu / 2, z2 / (nu + z2))
+    tail = jnp.where(z2 > nu, far, near)
     return jnp.where(z < 0, tail, 1 - tail)
 
 

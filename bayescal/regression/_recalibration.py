@@ -12,6 +12,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import families as _fam
 from bayescal._src import validation as _v
+from bayescal._src.interp import interp
 from bayescal._src.sorting import sort_last_axis
 
 __all__ = [
@@ -62,13 +63,13 @@ class IsotonicRecalibrator:
     def __call__(self, levels: ArrayLike) -> jax.Array:
         """Calibrated levels ``R(levels)``; ``levels`` in [0, 1], any shape."""
         p = _as_levels(levels, self.raw.dtype)
-        out = jnp.interp(p, self.raw, self.calibrated)
+        out = interp(p, self.raw, self.calibrated)
         return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
 
     def inverse(self, levels: ArrayLike) -> jax.Array:
         """Raw levels ``R^{-1}(levels)`` (generalized inverse); ``levels`` in [0, 1]."""
         p = _as_levels(levels, self.raw.dtype)
-        out = jnp.interp(p, self.calibrated, self.raw)
+        out = interp(p, self.calibrated, self.raw)
         return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
 
 
