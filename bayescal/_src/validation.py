@@ -92,7 +92,7 @@ def as_float_array(x: Any, name: str) -> jax.Array:
         if (
             np_arr.dtype == np.float64
             and hasattr(x, "dtype")
-            and not jax.config.jax_enable_x64
+            and not jax.config.read("jax_enable_x64")
         ):
             _warn_float64_once(name)
         if not np.issubdtype(np_arr.dtype, np.floating):

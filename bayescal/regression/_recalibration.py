@@ -25,17 +25,10 @@ __all__ = [
 ]
 
 
-def _pytree_dataclass(data_fields, meta_fields=()):
-    def wrap(cls):
-        cls = dataclasses.dataclass(frozen=True)(cls)
-        return jax.tree_util.register_dataclass(
-            cls, data_fields=list(data_fields), meta_fields=list(meta_fields)
-        )
-
-    return wrap
-
-
-@_pytree_dataclass(data_fields=("raw", "calibrated"))
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["raw", "calibrated"], meta_fields=[]
+)
+@dataclasses.dataclass(frozen=True)
 class IsotonicRecalibrator:
     r"""Kuleshov's recalibration map of CDF levels, fitted on calibration PIT values.
 
@@ -130,7 +123,10 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
     return _fit_isotonic_kernel(u)
 
 
-@_pytree_dataclass(data_fields=("factor",), meta_fields=("family", "df"))
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=["factor"], meta_fields=["family", "df"]
+)
+@dataclasses.dataclass(frozen=True)
 class SigmaScaling:
     r"""A fitted scale multiplier: calling it on ``scale`` returns ``factor * scale``.
 
@@ -388,6 +384,10 @@ def recalibrated_interval(
         raise ValueError(f"coverage must be a float in (0, 1), e.g. 0.9; got {coverage!r}.")
     half = coverage / 2
     q = recalibrated_quantiles(
-        recalibrator, [0.5 - half, 0.5 + half], loc=loc, scale=scale, draws=draws
+        recalibrator,
+        jnp.asarray([0.5 - half, 0.5 + half]),
+        loc=loc,
+        scale=scale,
+        draws=draws,
     )
     return q[0], q[1]
