@@ -245,3 +245,21 @@ def test_results_keep_dtype(rng):
     u = jnp.asarray(rng.uniform(size=30), dtype=dt)
     r = reg.fit_isotonic_recalibrator(u)
     assert r.raw.dtype == dt and r(u).dtype == dt
+
+
+def test_recalibrated_quantiles_with_quantile_fn_equals_loc_scale(rng):
+    u = rng.beta(2, 2, 200)
+    r = reg.fit_isotonic_recalibrator(u)
+    loc, scale = rng.normal(size=5), rng.uniform(0.5, 2, 5)
+    levels = np.array([0.1, 0.5, 0.9])
+    via_fn = reg.recalibrated_quantiles(
+        r,
+        levels,
+        quantile_fn=lambda p: scipy.stats.norm.ppf(np.asarray(p)[:, None], loc, scale),
+    )
+    direct = reg.recalibrated_quantiles(r, levels, loc=loc, scale=scale)
+    np.testing.assert_allclose(via_fn, direct, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="quantile_fn\\(levels\\) returned shape"):
+        reg.recalibrated_quantiles(r, levels, quantile_fn=lambda p: np.zeros(3))
+    with pytest.raises(ValueError, match="pass quantile_fn alone"):
+        reg.recalibrated_quantiles(r, levels, quantile_fn=lambda p: p, loc=loc, scale=scale)

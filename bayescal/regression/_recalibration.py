@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -294,15 +295,21 @@ def recalibrated_quantiles(
     loc: ArrayLike | None = None,
     scale: ArrayLike | None = None,
     draws: ArrayLike | None = None,
+    quantile_fn: Callable[[jax.Array], ArrayLike] | None = None,
 ) -> jax.Array:
     r"""Quantiles of the recalibrated predictive at target ``levels``.
 
     With an :class:`IsotonicRecalibrator` ``R``, the recalibrated CDF is
     :math:`R \circ F`, so its :math:`\tau`-quantile is :math:`F^{-1}(R^{-1}(\tau))`:
     the original predictive (Normal ``loc``/``scale``, or the empirical quantile of
-    ``draws``) evaluated at the raw level ``R.inverse(tau)``. With a
-    :class:`SigmaScaling` the quantile of the rescaled family is returned
-    (``loc`` and ``scale`` required).
+    ``draws``, or any predictive through ``quantile_fn``) evaluated at the raw level
+    ``R.inverse(tau)``. With a :class:`SigmaScaling` the quantile of the rescaled
+    family is returned (``loc`` and ``scale`` required).
+
+    Empirical quantiles of draws cannot go beyond the smallest and largest draw, so a
+    strongly overconfident model recalibrated through its draws keeps too-narrow
+    outer quantiles; pass ``quantile_fn`` (the exact quantile function of the
+    predictive, e.g. of a posterior mixture) in that case.
 
     Parameters
     ----------
@@ -311,6 +318,8 @@ def recalibrated_quantiles(
         Target levels in [0, 1] (0 and 1 give infinite Normal quantiles).
     loc, scale : array_like, shape [N], optional
     draws : array_like, shape [S, N], optional
+    quantile_fn : callable, optional
+        ``quantile_fn(raw_levels [L]) -> [L, N]``: the original predictive's quantiles.
 
     Returns
     -------
@@ -328,6 +337,22 @@ def recalibrated_quantiles(
     if lv.ndim == 0:
         lv = lv[None]
     _v.check_levels(lv, "levels", strict=False)
+    if quantile_fn is not None:
+        if not callable(quantile_fn):
+            raise TypeError(
+                f"quantile_fn must be callable; got {type(quantile_fn).__name__}."
+            )
+        if loc is not None or scale is not None or draws is not None:
+            raise ValueError("pass quantile_fn alone, without loc, scale or draws.")
+        if not isinstance(recalibrator, IsotonicRecalibrator):
+            raise TypeError("quantile_fn works with an IsotonicRecalibrator only.")
+        q = _v.as_float_array(quantile_fn(recalibrator.inverse(lv)), "quantile_fn(levels)")
+        if q.ndim != 2 or q.shape[0] != lv.shape[0]:
+            raise ValueError(
+                f"quantile_fn(levels) returned shape {tuple(q.shape)}; expected [L, N] with "
+                f"L = {lv.shape[0]} levels."
+            )
+        return q
     m, s, d = _prep_predictive(loc, scale, draws)
     if isinstance(recalibrator, SigmaScaling):
         if d is not None:
