@@ -8,6 +8,8 @@ value behaviour (NaN out) replaces the value checks.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -44,13 +46,18 @@ def _warn_float64_once(name: str) -> None:
     if _FLOAT64_WARNED:
         return
     _FLOAT64_WARNED = True
+    # Point the warning at the user's line: the first frame outside the package.
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
+        frame, level = frame.f_back, level + 1
     warnings.warn(
         f"{name} is float64 but JAX runs in float32 because x64 is disabled, so "
         "bayescal computes in float32. Set JAX_ENABLE_X64=1 (or "
         "jax.config.update('jax_enable_x64', True)) to keep float64. "
         "This warning is shown once.",
         UserWarning,
-        stacklevel=4,
+        stacklevel=level,
     )
 
 
