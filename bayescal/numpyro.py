@@ -157,16 +157,16 @@ def _dist_name(fn: Any) -> str:
 
 
 def _pit_stats(base, y, extra, shape, discrete):
-    """Per-draw CDF at ``y`` (and at ``y - 1`` for integer supports)."""
-    upper = jnp.broadcast_to(base.cdf(y), shape)
+    """Per-draw CDF at ``y`` (and at ``y - 1`` for integer supports, in one call)."""
     if not discrete:
-        return (upper,)
+        return (jnp.broadcast_to(base.cdf(y), shape),)
     below = y - 1
-    lower = base.cdf(below)
+    both = jnp.broadcast_to(base.cdf(jnp.stack([y, below])), (2, *shape))
+    lower = both[1]
     bound = getattr(base.support, "lower_bound", None)
     if bound is not None:
-        lower = jnp.where(below < bound, 0.0, lower)
-    return upper, jnp.broadcast_to(lower, shape).astype(upper.dtype)
+        lower = jnp.where(below < bound, jnp.zeros((), lower.dtype), lower)
+    return both[0], lower
 
 
 def _moment_stats(base, y, pivot, shape, discrete):
@@ -230,10 +230,17 @@ class _Spec:
             return False
 
     def rebuild(self, dynamic_leaves):
-        leaves = list(self.static_leaves)
-        for i, leaf in zip(self.dynamic_index, dynamic_leaves, strict=True):
-            leaves[i] = leaf
-        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+        return _rebuild(
+            self.treedef, self.static_leaves, self.dynamic_index, dynamic_leaves
+        )
+
+
+def _rebuild(treedef, static_leaves, dynamic_index, dynamic_leaves):
+    """The model's ``(args, kwargs)`` from static leaves and (traced) array leaves."""
+    leaves = list(static_leaves)
+    for i, leaf in zip(dynamic_index, dynamic_leaves, strict=True):
+        leaves[i] = leaf
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _split_model_args(args, kwargs):
@@ -258,23 +265,31 @@ def _site_fn(model, draw, args, kwargs, site, observed):
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
-def _average_kernel(samples, weights, dynamic, observed, extra, *, spec):
+def _average_kernel(samples, weights, dynamic, observed, *, spec):
     """Weighted sums over draws of per-draw site statistics, scanning chunk by chunk.
 
     ``samples`` are ``[num_chunks, chunk, ...]``, ``weights`` ``[num_chunks, chunk]``
     (0 for padding draws). Only one chunk's ``[chunk, *shape]`` temporaries are alive.
+    Returns the sums and, for ``kind="moments"``, the first draw's means (the pivot of
+    the shifted sums of squares; otherwise None).
     """
     stat_fn = _STATS[spec.kind]
 
-    def one(draw):
+    def site_dist(draw):
         args, kwargs = spec.rebuild(dynamic)
         tr = _site_fn(spec.model, draw, args, kwargs, spec.site, observed)
-        base = _unwrap(tr[spec.site]["fn"])
-        return stat_fn(base, observed, extra, spec.shape, spec.discrete)
+        return _unwrap(tr[spec.site]["fn"])
+
+    extra = None
+    if spec.kind == "moments":
+        first = jax.tree_util.tree_map(lambda a: a[0, 0], samples)
+        extra = jnp.broadcast_to(site_dist(first).mean, spec.shape)
+
+    def one(draw):
+        return stat_fn(site_dist(draw), observed, extra, spec.shape, spec.discrete)
 
     batched = jax.vmap(one)
-    first = jax.tree_util.tree_map(lambda a: a[0], samples)
-    proto = jax.eval_shape(batched, first)
+    proto = jax.eval_shape(batched, jax.tree_util.tree_map(lambda a: a[0], samples))
     init = tuple(jnp.zeros(p.shape[1:], p.dtype) for p in proto)
 
     def step(carry, xs):
@@ -288,7 +303,7 @@ def _average_kernel(samples, weights, dynamic, observed, extra, *, spec):
         return new, None
 
     sums, _ = jax.lax.scan(step, init, (samples, weights))
-    return sums
+    return sums, extra
 
 
 def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Array], int]:
@@ -318,28 +333,60 @@ def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Arr
     return samples, num
 
 
-def _prototype(model, samples, args, kwargs, site):
-    """Trace the model eagerly on the first draw to find and check the site."""
+@dataclasses.dataclass(frozen=True)
+class _SiteInfo:
+    name: str  # the distribution, for messages
+    shape: tuple[int, ...]  # batch_shape + event_shape of the site
+    discrete: bool
+
+
+def _probe(model, samples, split, site, check) -> _SiteInfo:
+    """Trace the model abstractly (no compilation) on the first draw; check the site.
+
+    ``check(name, base, probe_value)`` runs on the unwrapped distribution while
+    tracing and raises when the site cannot serve the request.
+    """
+    info: dict[str, Any] = {}
+
+    def trace_first(draw0, dynamic):
+        args, kwargs = _rebuild(*split[:3], dynamic)
+        tr = _site_fn(model, draw0, args, kwargs, site, None)
+        sample_sites = [k for k, s in tr.items() if s["type"] == "sample"]
+        if site not in sample_sites:
+            raise ValueError(
+                f"site {site!r} is not a sample site of the model; its sample sites are "
+                f"{sample_sites}. Pass site=<the observed site>."
+            )
+        missing = [
+            k
+            for k, s in tr.items()
+            if s["type"] == "sample"
+            and not s["is_observed"]
+            and k != site
+            and k not in samples
+        ]
+        if missing:
+            raise ValueError(
+                f"posterior_samples has no draws for the latent sites {missing} (it has "
+                f"{sorted(samples)}); pass draws of every latent site "
+                "(mcmc.get_samples(), or Predictive(guide, ...) output), or observe "
+                "those sites."
+            )
+        fn = tr[site]["fn"]
+        base = _unwrap(fn)
+        name = _dist_name(fn)
+        info["site"] = _SiteInfo(
+            name,
+            tuple(fn.batch_shape) + tuple(fn.event_shape),
+            bool(getattr(base.support, "is_discrete", False)),
+        )
+        if check is not None:
+            check(name, base, jnp.zeros((), jnp.result_type(float)))
+        return jnp.zeros(())
+
     draw0 = {k: v[0] for k, v in samples.items()}
-    tr = _site_fn(model, draw0, args, kwargs, site, None)
-    sample_sites = [k for k, s in tr.items() if s["type"] == "sample"]
-    if site not in tr or tr[site]["type"] != "sample":
-        raise ValueError(
-            f"site {site!r} is not a sample site of the model; its sample sites are "
-            f"{sample_sites}. Pass site=<the observed site>."
-        )
-    missing = [
-        k
-        for k, s in tr.items()
-        if s["type"] == "sample" and not s["is_observed"] and k != site and k not in samples
-    ]
-    if missing:
-        raise ValueError(
-            f"posterior_samples has no draws for the latent sites {missing} (it has "
-            f"{sorted(samples)}); pass draws of every latent site (mcmc.get_samples(), "
-            "or Predictive(guide, ...) output), or observe those sites."
-        )
-    return tr[site]["fn"], draw0
+    jax.eval_shape(trace_first, draw0, split[3])
+    return info["site"]
 
 
 def _posterior_average(
@@ -356,39 +403,38 @@ def _posterior_average(
 ):
     """Posterior means of per-draw statistics of ``site``'s distribution.
 
-    Returns ``(means, y_site, fn, discrete)``, where ``means`` is a tuple of arrays of
-    the site's shape.
+    Returns ``(means, y_site, info, extra)``: ``means`` is a tuple of arrays of the
+    site's shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot.
     """
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable); got {model!r}.")
     if not isinstance(site, str):
         raise TypeError(f"site must be the name (str) of the observed site; got {site!r}.")
+    if chunk_size is not None:
+        chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
     samples, num = _check_samples(posterior_samples, site)
-    fn, draw0 = _prototype(model, samples, args, kwargs, site)
-    shape = tuple(fn.batch_shape) + tuple(fn.event_shape)
-    base = _unwrap(fn)
-    discrete = bool(getattr(base.support, "is_discrete", False))
+    split = _split_model_args(args, kwargs)
+    info = _probe(model, samples, split, site, check)
+    shape = info.shape
     y_site = None
     if y_true is not None:
         y = _v.as_float_array(y_true, "y_true")
         _v.check_nonempty(y, "y_true")
         _v.check_finite(y, "y_true")
         y_site = _flat_y_for_shape(y, shape, f"site {site!r}")
-        if discrete and _v.is_concrete(y) and not bool(jnp.all(y == jnp.floor(y))):
-            raise ValueError(
-                f"y_true must be integer-valued for the discrete site {site!r} "
-                f"({_dist_name(fn)}); got non-integer values such as "
-                f"{np.asarray(y)[np.asarray(y != jnp.floor(y))][:3].tolist()}."
-            )
-    if check is not None:
-        check(fn, base, y_site, discrete)
-    extra = None
-    if kind == "moments":
-        extra = jnp.broadcast_to(_unwrap(fn).mean, shape)
+        if info.discrete and _v.is_concrete(y):
+            y_np = np.asarray(y)
+            frac = y_np[y_np != np.floor(y_np)]
+            if frac.size:
+                raise ValueError(
+                    f"y_true must be integer-valued for the discrete site {site!r} "
+                    f"({info.name}); got {frac.size} non-integer values such as "
+                    f"{frac[:3].tolist()}."
+                )
     if chunk_size is None:
         chunk = max(1, min(num, _AUTO_CHUNK_ELEMENTS // max(1, math.prod(shape))))
     else:
-        chunk = min(_v.check_positive_int(chunk_size, "chunk_size"), num)
+        chunk = min(chunk_size, num)
     num_chunks = -(-num // chunk)
     pad = num_chunks * chunk - num
 
@@ -397,32 +443,30 @@ def _posterior_average(
             v = jnp.concatenate([v, jnp.broadcast_to(v[:1], (pad,) + v.shape[1:])])
         return v.reshape((num_chunks, chunk) + v.shape[1:])
 
-    weights = (jnp.arange(num_chunks * chunk) < num).astype(jnp.int32)
-    treedef, static, dynamic_index, dynamic = _split_model_args(args, kwargs)
-    spec = _Spec(model, site, treedef, static, dynamic_index, kind, shape, discrete)
-    sums = _average_kernel(
+    weights = (np.arange(num_chunks * chunk) < num).astype(np.int32)
+    treedef, static, dynamic_index, dynamic = split
+    spec = _Spec(model, site, treedef, static, dynamic_index, kind, shape, info.discrete)
+    sums, extra = _average_kernel(
         {k: blocks(v) for k, v in samples.items()},
         weights.reshape(num_chunks, chunk),
         dynamic,
         y_site,
-        extra,
         spec=spec,
     )
     means = tuple(s / num for s in sums)
-    return means, y_site, fn, discrete, extra
+    return means, y_site, info, extra
 
 
 def _check_cdf(site):
-    def check(fn, base, y_site, discrete):
-        probe = jnp.zeros((), jnp.result_type(float)) if y_site is None else y_site
+    def check(name, base, probe):
         try:
             base.cdf(probe)
         except NotImplementedError:
             raise TypeError(
-                f"the distribution of site {site!r}, {_dist_name(fn)}, has no cdf in "
-                "NumPyro, so no Rao-Blackwellized PIT. Use bayescal.numpyro.pit on "
-                "Predictive draws instead (with key= for discrete data), or "
-                "predictive_probs for a Bernoulli site."
+                f"the distribution of site {site!r}, {name}, has no cdf in NumPyro, so "
+                "no Rao-Blackwellized PIT. Use bayescal.numpyro.pit on Predictive draws "
+                "instead (with key= for discrete data), or predictive_probs for a "
+                "Bernoulli site."
             ) from None
 
     return check
@@ -520,7 +564,7 @@ def rao_blackwell_pit(
             f"key must be a jax.random key (PRNGKey); got {type(key).__name__}."
         )
     y_in = _v.as_float_array(y_true, "y_true")
-    means, y_site, fn, discrete, _ = _posterior_average(
+    means, _, info, _ = _posterior_average(
         model,
         posterior_samples,
         args,
@@ -532,11 +576,11 @@ def rao_blackwell_pit(
         check=_check_cdf(site),
     )
     upper = means[0]
-    if discrete:
+    if info.discrete:
         lower = means[1]
         if key is None:
             warnings.warn(
-                f"site {site!r} is discrete ({_dist_name(fn)}) and no key was given, so "
+                f"site {site!r} is discrete ({info.name}) and no key was given, so "
                 "the PIT values are the predictive CDF at y, which is not uniform even "
                 "for a correct model. Pass key=jax.random.key(...) for the randomized "
                 "PIT.",
@@ -549,17 +593,17 @@ def rao_blackwell_pit(
             u = lower + v * (upper - lower)
     else:
         u = upper
-    _check_result(u, "rao_blackwell_pit", site, fn)
+    _check_result(u, "rao_blackwell_pit", site, info.name)
     return u.astype(y_in.dtype).reshape(y_in.shape)
 
 
-def _check_result(x: jax.Array, what: str, site: str, fn: Any) -> None:
+def _check_result(x: jax.Array, what: str, site: str, name: str) -> None:
     if not _v.is_concrete(x):
         return
     bad = ~np.isfinite(np.asarray(x))
     if bad.any():
         raise ValueError(
-            f"{what}: the distribution of site {site!r} ({_dist_name(fn)}) gave "
+            f"{what}: the distribution of site {site!r} ({name}) gave "
             f"{int(bad.sum())} non-finite values. Check that y_true lies in the "
             "distribution's support (e.g. Beta needs 0 <= y <= 1) and that the "
             "posterior draws give valid parameters."
@@ -618,16 +662,16 @@ def predictive_moments(
     ([0.0, 0.0, 0.0], [2.0, 2.0, 2.0])
     """
 
-    def check(fn, base, y_site, discrete):
+    def check(name, base, probe):
         try:
             base.mean, base.variance  # noqa: B018 - properties that may raise
         except NotImplementedError:
             raise TypeError(
-                f"the distribution of site {site!r}, {_dist_name(fn)}, has no mean or "
+                f"the distribution of site {site!r}, {name}, has no mean or "
                 "variance in NumPyro; estimate the moments from Predictive draws."
             ) from None
 
-    means, _, fn, _, pivot = _posterior_average(
+    means, _, info, pivot = _posterior_average(
         model,
         posterior_samples,
         args,
@@ -640,8 +684,7 @@ def predictive_moments(
     centred, within, centred_sq = means
     mean = pivot + centred
     var = within + jnp.maximum(centred_sq - centred * centred, 0.0)
-    if _v.is_concrete(mean) and not bool(jnp.all(jnp.isfinite(mean))):
-        _check_result(mean, "predictive_moments", site, fn)
+    _check_result(mean, "predictive_moments", site, info.name)
     return mean, var
 
 
@@ -684,15 +727,15 @@ def predictive_probs(
     [0.5, 0.5]
     """
 
-    def check(fn, base, y_site, discrete):
+    def check(name, base, probe):
         if not isinstance(base, _dist.BernoulliProbs | _dist.BernoulliLogits):
             raise TypeError(
                 f"predictive_probs needs a Bernoulli site; site {site!r} has "
-                f"{_dist_name(fn)}. For a continuous or count site use "
+                f"{name}. For a continuous or count site use "
                 "rao_blackwell_pit or predictive_moments."
             )
 
-    means, _, fn, _, _ = _posterior_average(
+    means, _, info, _ = _posterior_average(
         model,
         posterior_samples,
         args,
@@ -702,5 +745,5 @@ def predictive_probs(
         chunk_size=chunk_size,
         check=check,
     )
-    _check_result(means[0], "predictive_probs", site, fn)
+    _check_result(means[0], "predictive_probs", site, info.name)
     return means[0]
