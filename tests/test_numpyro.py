@@ -4,7 +4,8 @@ References: the posterior predictive mixture CDF computed by hand with scipy.sta
 (norm, t, lognorm, gamma, poisson; scipy 1.17) from the same posterior draws; the
 empirical fraction ``(draws <= y).mean(0)`` in numpy; the law of total variance and
 the mean of ``scipy.special.expit(logits)`` by hand. Real data: scikit-learn's bundled
-diabetes data (Efron et al., 2004), ``sklearn.datasets.load_diabetes``.
+diabetes data (Efron et al., 2004), ``sklearn.datasets.load_diabetes``, fitted once
+per session in ``tests/_fits.py``.
 """
 
 import pathlib
@@ -19,26 +20,19 @@ import numpyro.distributions as dist
 import pytest
 import scipy.special
 import scipy.stats
-from numpyro.infer import MCMC, NUTS, SVI, Predictive, Trace_ELBO
+from numpyro.infer import SVI, Predictive, Trace_ELBO
 from numpyro.infer.autoguide import AutoNormal
-from sklearn.datasets import load_diabetes
 
 from bayescal import numpyro as bn
 from bayescal import regression as reg
+from tests import _fits
+from tests._fits import linear_model
 from tests.conftest import X64
 
 ATOL = 1e-9 if X64 else 2e-5  # float32 CDFs (erfc, betainc, gammainc) are good to ~1e-6
 
 
 # --- models ------------------------------------------------------------------------------
-
-
-def linear_model(X, y=None):
-    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
-    b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
-    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    with numpyro.plate("data", X.shape[0]):
-        numpyro.sample("obs", dist.Normal(a + X @ b, sigma), obs=y)
 
 
 def location_scale_model(x, family, y=None):
@@ -84,21 +78,12 @@ def grid_model(n_school, n_year, y=None):
 
 @pytest.fixture(scope="module")
 def diabetes():
-    X, y = load_diabetes(return_X_y=True)
-    X = X[:, [2, 8]]  # bmi and s5 (log serum triglycerides)
-    X = (X - X.mean(0)) / X.std(0)
-    y = (y - y.mean()) / y.std()
-    dtype = np.float64 if X64 else np.float32
-    X, y = X.astype(dtype), y.astype(dtype)
-    return X[:250], y[:250], X[250:], y[250:]
+    return _fits.diabetes()
 
 
 @pytest.fixture(scope="module")
-def mcmc_samples(diabetes):
-    X_train, y_train, _, _ = diabetes
-    mcmc = MCMC(NUTS(linear_model), num_warmup=300, num_samples=300, progress_bar=False)
-    mcmc.run(jax.random.key(0), X_train, y_train)
-    return mcmc.get_samples()
+def mcmc_samples():
+    return _fits.diabetes_mcmc().get_samples()
 
 
 def normal_mixture_cdf(samples, X, y):
@@ -172,17 +157,10 @@ def test_rao_blackwell_pit_svi_guide_equals_hand_mixture_cdf(diabetes):
     ref, _, _ = normal_mixture_cdf(draws, X_test, y_test)
     np.testing.assert_allclose(u, ref, atol=ATOL)
     # Predictive(model, guide=...) output also holds "obs" draws: they are ignored
-    joint = Predictive(
-        linear_model,
-        guide=guide,
-        params=result.params,
-        num_samples=200,
-        return_sites=["a", "b", "sigma", "obs"],
-    )(jax.random.key(2), X_test)
-    assert "obs" in joint
-    u_joint = bn.rao_blackwell_pit(linear_model, joint, y_test, X_test)
-    ref_joint, _, _ = normal_mixture_cdf(joint, X_test, y_test)
-    np.testing.assert_allclose(u_joint, ref_joint, atol=ATOL)
+    with_obs = {**draws, "obs": jnp.zeros((200, y_test.size))}
+    np.testing.assert_array_equal(
+        bn.rao_blackwell_pit(linear_model, with_obs, y_test, X_test), u
+    )
 
 
 def test_rao_blackwell_pit_two_dimensional_site_and_flat_y():
