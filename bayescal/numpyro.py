@@ -257,11 +257,21 @@ def _split_model_args(args, kwargs):
 
 
 def _site_fn(model, draw, args, kwargs, site, observed):
-    """Trace ``model`` with one posterior draw substituted; return the trace."""
+    """Trace ``model`` with one posterior draw substituted; return the trace.
+
+    Only sample sites are substituted: recorded deterministic sites (in
+    ``mcmc.get_samples()``) were computed on the training inputs and are recomputed
+    here, as ``Predictive`` does.
+    """
     m = model
     if observed is not None:
         m = _handlers.condition(m, data={site: observed})
-    m = _handlers.substitute(m, data=draw)
+    m = _handlers.substitute(
+        m,
+        substitute_fn=lambda msg: (
+            draw.get(msg["name"]) if msg["type"] == "sample" else None
+        ),
+    )
     m = _handlers.seed(m, rng_seed=0)
     return _handlers.trace(m).get_trace(*args, **kwargs)
 
@@ -318,7 +328,15 @@ def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Arr
             "mcmc.get_samples() or Predictive(guide, params=..., num_samples=...)(key); "
             f"got {type(posterior_samples).__name__}."
         )
-    samples = {k: jnp.asarray(v) for k, v in posterior_samples.items() if k != site}
+    samples = {}
+    for k, v in posterior_samples.items():
+        if k == site:
+            continue
+        arr = v if isinstance(v, jax.Array) else np.asarray(v)
+        if jnp.issubdtype(arr.dtype, jnp.floating):
+            samples[k] = _v.as_float_array(arr, f"posterior_samples[{k!r}]")
+        else:  # integer draws of discrete latent sites stay integers
+            samples[k] = jnp.asarray(arr)
     if not samples:
         raise ValueError(
             "posterior_samples is empty (no latent sites besides the observed site "

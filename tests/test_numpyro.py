@@ -149,7 +149,8 @@ def test_rao_blackwell_pit_svi_guide_equals_hand_mixture_cdf(diabetes):
     guide = AutoNormal(linear_model)
     svi = SVI(linear_model, guide, numpyro.optim.Adam(0.05), Trace_ELBO())
     result = svi.run(jax.random.key(1), 300, X_train, y_train, progress_bar=False)
-    draws = Predictive(guide, params=result.params, num_samples=200)(
+    # 300 draws, as in the MCMC fit: the compiled kernel of those tests is reused
+    draws = Predictive(guide, params=result.params, num_samples=300)(
         jax.random.key(2), X_train
     )
     assert set(draws) == {"a", "b", "sigma"}
@@ -157,7 +158,7 @@ def test_rao_blackwell_pit_svi_guide_equals_hand_mixture_cdf(diabetes):
     ref, _, _ = normal_mixture_cdf(draws, X_test, y_test)
     np.testing.assert_allclose(u, ref, atol=ATOL)
     # Predictive(model, guide=...) output also holds "obs" draws: they are ignored
-    with_obs = {**draws, "obs": jnp.zeros((200, y_test.size))}
+    with_obs = {**draws, "obs": jnp.zeros((300, y_test.size))}
     np.testing.assert_array_equal(
         bn.rao_blackwell_pit(linear_model, with_obs, y_test, X_test), u
     )
@@ -180,6 +181,25 @@ def test_rao_blackwell_pit_two_dimensional_site_and_flat_y():
     u_flat = bn.rao_blackwell_pit(grid_model, samples, jnp.asarray(y.ravel()), 3, 4)
     assert u_flat.shape == (12,)
     np.testing.assert_allclose(u_flat, ref.ravel(), atol=ATOL)
+
+
+def test_recorded_deterministic_sites_are_recomputed(diabetes, mcmc_samples):
+    # mcmc.get_samples() holds deterministic sites computed on the training inputs;
+    # like Predictive, rao_blackwell_pit recomputes them on the held-out inputs.
+    def model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        mu = numpyro.deterministic("mu", a + X @ b)
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("obs", dist.Normal(mu, sigma), obs=y)
+
+    X_train, _, X_test, y_test = diabetes
+    samples = dict(mcmc_samples)
+    samples["mu"] = samples["a"][:, None] + samples["b"] @ X_train.T  # [S, N_train]
+    u = bn.rao_blackwell_pit(model, samples, y_test, X_test)
+    ref, _, _ = normal_mixture_cdf(mcmc_samples, X_test, y_test)
+    np.testing.assert_allclose(u, ref, atol=ATOL)
 
 
 def test_rao_blackwell_pit_masked_site():
