@@ -105,6 +105,11 @@ def test_rao_blackwell_pit_mcmc_equals_hand_mixture_cdf(diabetes, mcmc_samples):
     # the observation argument may also be passed: the site is conditioned on y_true
     u_obs = bn.rao_blackwell_pit(linear_model, mcmc_samples, y_test, X_test, y=y_test)
     np.testing.assert_allclose(u_obs, u, atol=1e-7)
+    # a continuous site has no atoms: a key changes nothing
+    u_key = bn.rao_blackwell_pit(
+        linear_model, mcmc_samples, y_test, X_test, key=jax.random.key(0)
+    )
+    np.testing.assert_array_equal(u_key, u)
 
 
 def test_rao_blackwell_pit_independent_of_chunk_size(diabetes, mcmc_samples):
