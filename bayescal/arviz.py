@@ -9,7 +9,7 @@ The module imports xarray when it is imported; ``import bayescal`` alone does no
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -64,7 +64,7 @@ def _group(groups: dict[str, Any], name: str) -> _xr.Dataset:
     return groups[name]()
 
 
-def _choose_var(pp: _xr.Dataset, obs: _xr.Dataset, var_name: str | None) -> str:
+def _choose_var(pp: _xr.Dataset, obs: _xr.Dataset, var_name: str | None) -> Hashable:
     pp_vars, obs_vars = list(pp.data_vars), list(obs.data_vars)
     if var_name is None:
         shared = [v for v in obs_vars if v in pp_vars]

@@ -342,13 +342,13 @@ def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Arr
             "posterior_samples is empty (no latent sites besides the observed site "
             f"{site!r}); pass the posterior draws, e.g. mcmc.get_samples()."
         )
-    sizes = {k: (v.shape[0] if v.ndim else None) for k, v in samples.items()}
-    if any(s is None for s in sizes.values()) or len(set(sizes.values())) != 1:
+    sizes = {k: (int(v.shape[0]) if v.ndim else None) for k, v in samples.items()}
+    num = next(iter(sizes.values()))
+    if num is None or any(s != num for s in sizes.values()):
         raise ValueError(
             "posterior_samples must all have the same leading draw axis; got leading "
             f"sizes {sizes}. Pass mcmc.get_samples() (draws first, chains pooled)."
         )
-    num = next(iter(sizes.values()))
     if num == 0:
         raise ValueError(
             "posterior_samples has 0 draws; at least one posterior draw is needed."
