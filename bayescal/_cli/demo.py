@@ -47,34 +47,31 @@ def _mixture_cdf_grid(lam: jax.Array, grid: jax.Array) -> jax.Array:
     return jax.lax.map(lambda k: jnp.mean(gammaincc(k + 1.0, lam), axis=0), grid)
 
 
-def _mixture_pit(y: jax.Array, lam: jax.Array, key: jax.Array) -> jax.Array:
-    """Randomized PIT from the exact posterior mixture of Poissons (Rao-Blackwellized)."""
-    from jax.scipy.special import gammaincc
-
-    upper = jnp.mean(gammaincc(y + 1.0, lam), axis=0)
-    lower = jnp.mean(jnp.where(y > 0, gammaincc(y, lam), 0.0), axis=0)
-    return lower + jax.random.uniform(key, y.shape, dtype=upper.dtype) * (upper - lower)
-
-
 def _quantiles_from_cdf_grid(cdf: jax.Array, levels: jax.Array) -> jax.Array:
     """Quantiles ``min{k: F_i(k) >= level}`` from a CDF grid ``[K, N]``: [L, N]."""
     return jnp.sum(cdf[None, :, :] < levels[:, None, None], axis=1).astype(cdf.dtype)
 
 
-def _regression_rows(y_cal, lam_cal, y_test, lam_test, key):
+def _regression_rows(samples, X_cal, y_cal, X_test, y_test, key):
     """Metrics on the test split: raw model, isotonic recalibration, sigma-scaling."""
+    from bayescal import numpyro as bn
+
     levels = jnp.linspace(0.01, 0.99, 99)
     k_max = int(2 * max(float(y_test.max()), float(y_cal.max())))
     k_cal, k_test = jax.random.split(key)
 
-    # Moments of the posterior predictive (law of total variance) for sigma-scaling.
-    loc_c, sd_c = lam_cal.mean(0), jnp.sqrt(lam_cal.mean(0) + lam_cal.var(0))
-    loc_t, sd_t = lam_test.mean(0), jnp.sqrt(lam_test.mean(0) + lam_test.var(0))
+    # Rao-Blackwellized PIT: u = mean_s F(y | theta_s) from the Poisson site itself,
+    # randomized between F(y - 1) and F(y) because the data are counts.
+    u_cal = bn.rao_blackwell_pit(_poisson_model, samples, y_cal, X_cal, key=k_cal)
+    u_raw = bn.rao_blackwell_pit(_poisson_model, samples, y_test, X_test, key=k_test)
+    # Predictive mean and variance (law of total variance) for sigma-scaling.
+    loc_c, var_c = bn.predictive_moments(_poisson_model, samples, X_cal)
+    loc_t, var_t = bn.predictive_moments(_poisson_model, samples, X_test)
 
-    iso = reg.fit_isotonic_recalibrator(_mixture_pit(y_cal, lam_cal, k_cal))
-    sig = reg.fit_sigma_scaling(y_cal, loc_c, sd_c)
-
-    u_raw = _mixture_pit(y_test, lam_test, k_test)
+    iso = reg.fit_isotonic_recalibrator(u_cal)
+    sig = reg.fit_sigma_scaling(y_cal, loc_c, jnp.sqrt(var_c))
+    sd_t = jnp.sqrt(var_t)
+    lam_test = jnp.exp(samples["alpha"][:, None] + samples["beta"] @ X_test.T)
     cdf_test = _mixture_cdf_grid(lam_test, jnp.arange(k_max + 1, dtype=lam_test.dtype))
     q_raw = _quantiles_from_cdf_grid(cdf_test, levels)
     u_iso = iso(u_raw)
@@ -142,12 +139,13 @@ def run_demo(
     )
     mcmc.run(k_mcmc, jnp.asarray(X_tr), jnp.asarray(y_tr))
     samples = mcmc.get_samples()
-
-    def rate(X):
-        return jnp.exp(samples["alpha"][:, None] + samples["beta"] @ jnp.asarray(X).T)
-
     rows, extras = _regression_rows(
-        jnp.asarray(data.y[ca]), rate(X_ca), jnp.asarray(data.y[te]), rate(X_te), k_test
+        samples,
+        jnp.asarray(X_ca),
+        jnp.asarray(data.y[ca]),
+        jnp.asarray(X_te),
+        jnp.asarray(data.y[te]),
+        k_test,
     )
     header = list(rows[0])
     print(
