@@ -227,3 +227,29 @@ def test_metrics_jit_equals_eager_and_vmap_equals_loop(rng):
     # results keep the input dtype
     assert reg.calibration_error(u[0]).dtype == u.dtype
     assert reg.miscalibration_area(u[0]).dtype == u.dtype
+
+
+def test_public_functions_under_jit_with_closed_over_concrete_arrays(rng):
+    # Concrete arrays captured by a jitted function are still validated (on their
+    # device) instead of raising a tracer-conversion error.
+    y = jnp.asarray(rng.normal(size=100))
+    loc = jnp.asarray(rng.normal(size=100))
+
+    @jax.jit
+    def area(c):
+        u = reg.pit_normal(y, loc, c * jnp.ones_like(loc))
+        return reg.miscalibration_area(u)
+
+    np.testing.assert_allclose(
+        area(2.0),
+        reg.miscalibration_area(reg.pit_normal(y, loc, 2.0 * jnp.ones(100))),
+        rtol=1e-6,
+    )
+    bad = jnp.asarray(np.r_[np.nan, np.ones(99)])
+
+    @jax.jit
+    def with_nan(c):
+        return reg.pit_normal(bad, loc, c * jnp.ones_like(loc))
+
+    with pytest.raises(ValueError, match="y_true contains 1 NaN"):
+        with_nan(1.0)

@@ -49,7 +49,9 @@ def _warn_float64_once(name: str) -> None:
     # Point the warning at the user's line: the first frame outside the package.
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     frame, level = sys._getframe(1), 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package_dir):
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        package_dir
+    ):
         frame, level = frame.f_back, level + 1
     warnings.warn(
         f"{name} is float64 but JAX runs in float32 because x64 is disabled, so "
@@ -64,6 +66,19 @@ def _warn_float64_once(name: str) -> None:
 def is_concrete(x: Any) -> bool:
     """True when ``x`` holds values (not a tracer under jit/vmap/grad)."""
     return not isinstance(x, jax.core.Tracer)
+
+
+def holds(predicate: Any, *arrays: Any) -> bool:
+    """``all(predicate(*arrays))`` for concrete arrays; True when any array is traced.
+
+    Evaluated under ``jax.ensure_compile_time_eval`` so that concrete arrays closed
+    over by a function being traced by ``jit`` are still checked, on their device,
+    instead of being staged into the computation.
+    """
+    if not all(is_concrete(a) for a in arrays):
+        return True
+    with jax.ensure_compile_time_eval():
+        return bool(jnp.all(predicate(*arrays)))
 
 
 def as_float_array(x: Any, name: str) -> jax.Array:
@@ -156,9 +171,7 @@ def check_broadcastable(target: str, shape: tuple[int, ...], **arrays: jax.Array
 
 def check_finite(x: jax.Array, name: str) -> None:
     """Raise when a concrete ``x`` holds NaN or inf."""
-    if not is_concrete(x):
-        return
-    if bool(jnp.all(jnp.isfinite(x))):
+    if holds(jnp.isfinite, x):
         return
     bad = ~np.isfinite(np.asarray(x))
     if bad.any():
@@ -173,7 +186,7 @@ def check_finite(x: jax.Array, name: str) -> None:
 def check_positive(x: jax.Array, name: str) -> None:
     """Raise when a concrete ``x`` has values <= 0 (or non-finite)."""
     check_finite(x, name)
-    if not is_concrete(x) or bool(jnp.all(x > 0)):
+    if holds(lambda a: a > 0, x):
         return
     arr = np.asarray(x)
     if (arr <= 0).any():
@@ -186,7 +199,7 @@ def check_positive(x: jax.Array, name: str) -> None:
 
 def check_in_unit_interval(x: jax.Array, name: str, what: str = "values") -> None:
     """Raise when a concrete ``x`` has NaN or values outside [0, 1]."""
-    if not is_concrete(x) or bool(jnp.all((x >= 0) & (x <= 1))):
+    if holds(lambda a: (a >= 0) & (a <= 1), x):
         return
     arr = np.asarray(x)
     if np.isnan(arr).any():

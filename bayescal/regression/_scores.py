@@ -199,7 +199,7 @@ def interval_score(
             f"alpha must be a float in (0, 1) (e.g. 0.1 for a 90% interval); got {alpha!r}."
         )
     lo, up = a["lower"], a["upper"]
-    if _v.is_concrete(lo) and _v.is_concrete(up) and bool(jnp.any(lo > up)):
+    if not _v.holds(lambda a, b: a <= b, lo, up):
         raise ValueError(
             "lower must be <= upper for every observation; some intervals are reversed."
         )
