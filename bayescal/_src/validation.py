@@ -282,8 +282,10 @@ def check_class_labels(y: Any, name: str, num_classes: int) -> jax.Array:
                 f"{arr.dtype}. Pass class indices (e.g. np.argmax of one-hot labels)."
             )
     arr = jnp.asarray(arr).astype(jnp.int32)
-    if is_concrete(arr) and arr.size and not bool(
-        jnp.all((arr >= 0) & (arr < num_classes))
+    if (
+        is_concrete(arr)
+        and arr.size
+        and not bool(jnp.all((arr >= 0) & (arr < num_classes)))
     ):
         host = np.asarray(arr)
         raise ValueError(

@@ -261,7 +261,9 @@ def fit_platt(
     eps = check_eps(eps)
     if eps is not None and input != "prob":
         raise ValueError("eps clips probabilities; it only applies with input='prob'.")
-    y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=input == "prob")
+    y, s = binary_inputs(
+        y_true, y_score, prob_name="y_score", probabilities=input == "prob"
+    )
     _v.check_both_classes(y, "y_true")
     if input == "prob":
         _no_infinite_logits(s, "y_score", eps, "Platt scaling with input='prob'")

@@ -69,6 +69,29 @@ def _stratified_folds(y: np.ndarray, num_folds: int, seed: int) -> np.ndarray:
     return fold
 
 
+def _check_folds(folds: Any, labels: np.ndarray) -> np.ndarray:
+    fold = np.asarray(folds)
+    if fold.shape != labels.shape or not np.issubdtype(fold.dtype, np.integer):
+        raise ValueError(
+            f"folds must be integer fold ids, one per observation (shape "
+            f"{labels.shape}); got dtype {fold.dtype} and shape {fold.shape}."
+        )
+    num = int(fold.max()) + 1 if fold.size else 0
+    present = np.unique(fold)
+    if fold.min() < 0 or num < 2 or present.size != num:
+        raise ValueError(
+            f"folds must use every id 0 .. K-1 with K >= 2; got ids {present.tolist()}."
+        )
+    for k in range(num):
+        held_out = labels[fold == k]
+        if held_out.min() == held_out.max():
+            raise ValueError(
+                f"fold {k} holds only class {held_out[0]}; every held-out fold needs "
+                "both classes to fit its calibrator. Stratify the folds."
+            )
+    return fold.astype(np.int64)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class CrossCalibratedClassifier:
     """Result of :func:`cross_calibrate`: calibrators plus what is needed to predict.
@@ -131,6 +154,7 @@ def cross_calibrate(
     strategy: str = "per_fold",
     num_folds: int = 5,
     seed: int = 0,
+    folds: Any = None,
     X_new: Any = None,
     **options: Any,
 ) -> CrossCalibratedClassifier:
@@ -156,6 +180,9 @@ def cross_calibrate(
         Number of stratified folds (>= 2).
     seed : int, default 0
         Seed of the fold assignment (numpy ``default_rng``).
+    folds : array_like of int, shape [N], optional
+        Your own fold id (``0 .. K-1``) for every observation, instead of the
+        stratified random assignment (``num_folds`` and ``seed`` are then ignored).
     X_new : array_like, optional
         Data to predict right away, from the same ``fit_predict`` calls (no refits):
         the result's ``new_proba``.
@@ -240,28 +267,37 @@ def cross_calibrate(
         )
     _v.check_binary_labels(jnp.asarray(labels), "y")
     labels = labels.astype(np.int64)
-    counts = np.bincount(labels, minlength=2)
-    if counts.min() < num_folds:
-        raise ValueError(
-            f"each class needs at least num_folds={num_folds} members so every "
-            f"held-out fold has both classes; got {counts[0]} of class 0 and "
-            f"{counts[1]} of class 1. Lower num_folds or add data."
-        )
-    fold = _stratified_folds(labels, num_folds, int(seed))
+    if folds is None:
+        counts = np.bincount(labels, minlength=2)
+        if counts.min() < num_folds:
+            raise ValueError(
+                f"each class needs at least num_folds={num_folds} members so every "
+                f"held-out fold has both classes; got {counts[0]} of class 0 and "
+                f"{counts[1]} of class 1. Lower num_folds or add data."
+            )
+        fold = _stratified_folds(labels, num_folds, int(seed))
+    else:
+        fold = _check_folds(folds, labels)
+        num_folds = int(fold.max()) + 1
     n_new = None if X_new is None else _length(X_new, "X_new")
     oof = np.empty(n, np.float64)
     new_scores = []
     for k in range(num_folds):
         test, train = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
         x_test = _take(X, test)
-        x_eval = x_test if (X_new is None or strategy == "pooled") else _concat(x_test, X_new)
+        x_eval = (
+            x_test if (X_new is None or strategy == "pooled") else _concat(x_test, X_new)
+        )
         scores = _call(fit_predict, _take(X, train), labels[train], x_eval)
         oof[test] = scores[: test.size]
         new_scores.append(scores[test.size :])
-    oof_scores = oof.astype(scores.dtype) if np.issubdtype(scores.dtype, np.floating) else oof
+    oof_scores = (
+        oof.astype(scores.dtype) if np.issubdtype(scores.dtype, np.floating) else oof
+    )
     if strategy == "per_fold":
         calibrators = tuple(
-            fit(labels[fold == k], oof_scores[fold == k], **options) for k in range(num_folds)
+            fit(labels[fold == k], oof_scores[fold == k], **options)
+            for k in range(num_folds)
         )
         new_proba = None
         if X_new is not None:

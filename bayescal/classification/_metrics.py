@@ -258,7 +258,10 @@ def expected_calibration_error(
     \mathrm{Binomial}(n_k, \bar y_k)`, i.e. every label of bin :math:`k` redrawn as
     Bernoulli(:math:`\bar y_k`). ``resample="normal"``: :math:`\bar y_k^{(r)} \sim
     \mathcal N(\bar y_k, \bar y_k(1-\bar y_k)/n_k)`, the normal approximation used in
-    the authors' released code. The corrected value can be slightly negative.
+    the authors' released code. The corrected value can be slightly negative. The
+    correction is accurate when the bin gaps are large against their noise; at zero
+    gap (a calibrated model) it removes only about 41% of the plug-in's bias (the
+    factor :math:`2 - \sqrt 2`, from :math:`E|N(0, 2s^2)| = \sqrt 2\, E|N(0, s^2)|`).
 
     References
     ----------
@@ -312,7 +315,9 @@ def expected_calibration_error(
 
 
 # --------------------------------------------------------------------------- scores
-def _prob_or_logits(y_true: Any, y_prob: Any, logits: Any) -> tuple[jax.Array, jax.Array, bool]:
+def _prob_or_logits(
+    y_true: Any, y_prob: Any, logits: Any
+) -> tuple[jax.Array, jax.Array, bool]:
     if (y_prob is None) == (logits is None):
         raise TypeError(
             "pass exactly one of y_prob (probabilities) and logits= (log-odds); got "
