@@ -244,9 +244,13 @@ __all__ += [
 
 def check_binary_labels(y: jax.Array, name: str = "y_true") -> None:
     """Raise when a concrete ``y`` holds values other than 0 and 1 (or NaN)."""
-    if not is_concrete(y) or bool(jnp.all((y == 0) | (y == 1))):
+    # Value checks of the classification helpers run in numpy on the host: no XLA
+    # compilation per new input shape.
+    if not is_concrete(y):
         return
     arr = np.asarray(y)
+    if np.all((arr == 0) | (arr == 1)):
+        return
     bad = np.unique(arr[(arr != 0) & (arr != 1)])
     shown = ", ".join(repr(v.item()) for v in bad[:5]) + (", ..." if bad.size > 5 else "")
     raise ValueError(
@@ -259,7 +263,7 @@ def check_both_classes(y: jax.Array, name: str = "y_true") -> None:
     """Raise when concrete binary labels hold only one class (a fit needs both)."""
     if not is_concrete(y):
         return
-    n_pos = int(jnp.sum(y == 1))
+    n_pos = int(np.count_nonzero(np.asarray(y) == 1))
     if n_pos == 0 or n_pos == y.size:
         only = 1 if n_pos else 0
         raise ValueError(
@@ -281,27 +285,27 @@ def check_class_labels(y: Any, name: str, num_classes: int) -> jax.Array:
                 f"{name} must hold integer class labels 0..{num_classes - 1}; got dtype "
                 f"{arr.dtype}. Pass class indices (e.g. np.argmax of one-hot labels)."
             )
-    arr = jnp.asarray(arr).astype(jnp.int32)
-    if (
-        is_concrete(arr)
-        and arr.size
-        and not bool(jnp.all((arr >= 0) & (arr < num_classes)))
-    ):
+    if is_concrete(arr) and arr.size:
         host = np.asarray(arr)
-        raise ValueError(
-            f"{name} must hold class indices in [0, {num_classes - 1}] (one per column "
-            f"of the probabilities); got values from {host.min()} to {host.max()}."
-        )
-    return arr
+        if host.min() < 0 or host.max() >= num_classes:
+            raise ValueError(
+                f"{name} must hold class indices in [0, {num_classes - 1}] (one per "
+                f"column of the probabilities); got values from {host.min()} to "
+                f"{host.max()}."
+            )
+    return jnp.asarray(arr).astype(jnp.int32)
 
 
 def check_nonnegative(x: jax.Array, name: str) -> None:
     """Raise when a concrete ``x`` has negative or non-finite values."""
     check_finite(x, name)
-    if not is_concrete(x) or bool(jnp.all(x >= 0)):
+    if not is_concrete(x):
+        return
+    n_neg = int(np.count_nonzero(np.asarray(x) < 0))
+    if not n_neg:
         return
     raise ValueError(
-        f"{name} must be >= 0; got {int(np.sum(np.asarray(x) < 0))} negative values. "
+        f"{name} must be >= 0; got {n_neg} negative values. "
         "Weights are nonnegative observation weights."
     )
 

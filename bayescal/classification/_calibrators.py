@@ -11,6 +11,7 @@ problems; isotonic fitting uses the core's jittable isotonic fit).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -84,7 +85,8 @@ def _logit(p: jax.Array, eps: float | None) -> jax.Array:
 def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str) -> None:
     if eps is not None or not _v.is_concrete(p):
         return
-    n_edge = int(jnp.sum((p == 0) | (p == 1)))
+    host = np.asarray(p)
+    n_edge = int(np.count_nonzero((host == 0) | (host == 1)))
     if n_edge:
         raise ValueError(
             f"{name} has {n_edge} values at exactly 0 or 1, where {method} needs "
@@ -96,6 +98,36 @@ def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str)
 def _times(coef: jax.Array, x: jax.Array) -> jax.Array:
     """``coef * x`` with 0 * inf = 0 (a dropped feature stays dropped at p = 0 or 1)."""
     return jnp.where(coef == 0, 0, coef * x)
+
+
+# Jitted bodies of the calibrators' __call__ (one compiled graph per input shape).
+@functools.partial(jax.jit, static_argnames=("use_logit", "eps"))
+def _platt_apply(a, b, s, *, use_logit: bool, eps: float | None):
+    f = _logit(s, eps) if use_logit else s
+    return jax.nn.sigmoid(-(_times(a, f) + b)).astype(s.dtype)
+
+
+@jax.jit
+def _isotonic_apply(thresholds, values, s):
+    return jnp.interp(s, thresholds.astype(s.dtype), values.astype(s.dtype)).astype(s.dtype)
+
+
+@jax.jit
+def _histogram_apply(edges, values, p):
+    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
+
+
+@functools.partial(jax.jit, static_argnames=("eps",))
+def _beta_apply(a, b, c, p, *, eps: float | None):
+    q = p if eps is None else jnp.clip(p, eps, 1 - eps)
+    eta = _times(a, jnp.log(q)) - _times(b, jnp.log1p(-q)) + c
+    return jax.nn.sigmoid(eta).astype(p.dtype)
+
+
+@jax.jit
+def _temperature_apply(temperature, z):
+    scaled = (z / temperature.astype(z.dtype)).astype(z.dtype)
+    return jax.nn.sigmoid(scaled) if z.ndim == 1 else jax.nn.softmax(scaled, axis=-1)
 
 
 # --------------------------------------------------------------------------- solver
@@ -188,8 +220,7 @@ class PlattCalibrator:
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
         s = _scores(y_score, "y_score", probabilities=self.input == "prob")
-        f = _logit(s, self.eps) if self.input == "prob" else s
-        return jax.nn.sigmoid(-(_times(self.a, f) + self.b)).astype(s.dtype)
+        return _platt_apply(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
 
 
 def fit_platt(
@@ -308,8 +339,7 @@ class IsotonicCalibrator:
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
         s = _scores(y_score, "y_score", probabilities=False)
-        out = jnp.interp(s, self.thresholds.astype(s.dtype), self.values.astype(s.dtype))
-        return out.astype(s.dtype)
+        return _isotonic_apply(self.thresholds, self.values, s)
 
 
 @jax.jit
@@ -390,8 +420,7 @@ class HistogramBinningCalibrator:
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
         p = _scores(y_prob, "y_prob", probabilities=True)
-        idx = bin_index(p, self.edges.astype(p.dtype))
-        return self.values.astype(p.dtype)[idx]
+        return _histogram_apply(self.edges, self.values, p)
 
 
 def fit_histogram_binning(
@@ -465,10 +494,7 @@ class BetaCalibrator:
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
         p = _scores(y_prob, "y_prob", probabilities=True)
-        if self.eps is not None:
-            p = jnp.clip(p, self.eps, 1 - self.eps)
-        eta = _times(self.a, jnp.log(p)) - _times(self.b, jnp.log1p(-p)) + self.c
-        return jax.nn.sigmoid(eta).astype(p.dtype)
+        return _beta_apply(self.a, self.b, self.c, p, eps=self.eps)
 
 
 def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalibrator:
@@ -567,8 +593,10 @@ class TemperatureCalibrator:
 
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
-        z = self.scale(logits)
-        return jax.nn.sigmoid(z) if z.ndim == 1 else jax.nn.softmax(z, axis=-1)
+        z = _v.as_float_array(logits, "logits")
+        _v.check_ndim(z, "logits", (1, 2))
+        _v.check_finite(z, "logits")
+        return _temperature_apply(self.temperature, z)
 
 
 def _temperature_newton(z: np.ndarray, y: np.ndarray, max_iter: int = 100):

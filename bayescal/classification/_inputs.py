@@ -47,7 +47,7 @@ def observation_weights(weights: Any, like: jax.Array) -> jax.Array | None:
     w = _v.as_float_array(weights, "weights").astype(like.dtype)
     _v.check_same_shape(y_prob=like, weights=w)
     _v.check_nonnegative(w, "weights")
-    if _v.is_concrete(w) and not bool(jnp.any(w > 0)):
+    if _v.is_concrete(w) and not np.any(np.asarray(w) > 0):
         raise ValueError("weights are all 0; at least one observation needs weight > 0.")
     return w
 

@@ -336,6 +336,22 @@ def _weighted_mean(x: jax.Array, w: jax.Array | None) -> jax.Array:
     return jnp.sum(w * x) / jnp.sum(w)
 
 
+@functools.partial(jax.jit, static_argnames=("is_logit",))
+def _brier_kernel(y, x, w, *, is_logit: bool):
+    p = jax.nn.sigmoid(x) if is_logit else x
+    return _weighted_mean((p - y) ** 2, w)
+
+
+@functools.partial(jax.jit, static_argnames=("is_logit", "eps"))
+def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None):
+    if is_logit:
+        loss = y * jax.nn.softplus(-x) + (1 - y) * jax.nn.softplus(x)
+    else:
+        p = x if eps is None else jnp.clip(x, eps, 1 - eps)
+        loss = -(xlogy(y, p) + xlog1py(1 - y, -p))
+    return _weighted_mean(loss, w)
+
+
 def brier_score(
     y_true: Any, y_prob: Any = None, *, logits: Any = None, weights: Any = None
 ) -> jax.Array:
@@ -370,8 +386,7 @@ def brier_score(
     0.1
     """
     y, x, is_logit = _prob_or_logits(y_true, y_prob, logits)
-    p = jax.nn.sigmoid(x) if is_logit else x
-    return _weighted_mean((p - y) ** 2, observation_weights(weights, x))
+    return _brier_kernel(y, x, observation_weights(weights, x), is_logit=is_logit)
 
 
 def log_loss(
@@ -431,14 +446,10 @@ def log_loss(
     """
     eps = check_eps(eps)
     y, x, is_logit = _prob_or_logits(y_true, y_prob, logits)
-    if is_logit:
-        if eps is not None:
-            raise ValueError("eps applies to probabilities; with logits= leave it None.")
-        loss = y * jax.nn.softplus(-x) + (1 - y) * jax.nn.softplus(x)
-    else:
-        p = x if eps is None else jnp.clip(x, eps, 1 - eps)
-        loss = -(xlogy(y, p) + xlog1py(1 - y, -p))
-    return _weighted_mean(loss, observation_weights(weights, x))
+    if is_logit and eps is not None:
+        raise ValueError("eps applies to probabilities; with logits= leave it None.")
+    w = observation_weights(weights, x)
+    return _log_loss_kernel(y, x, w, is_logit=is_logit, eps=eps)
 
 
 # --------------------------------------------------------------------------- decompositions
@@ -646,4 +657,9 @@ def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
     _v.check_ndim(p, "y_prob", 1)
     _v.check_nonempty(p, "y_prob")
     _v.check_in_unit_interval(p, "y_prob", "predicted probabilities")
+    return _sharpness_kernel(p)
+
+
+@jax.jit
+def _sharpness_kernel(p: jax.Array) -> PredictionSharpness:
     return PredictionSharpness(jnp.var(p), jnp.mean(jnp.abs(p - 0.5)))
