@@ -24,7 +24,14 @@ __all__ = [
 
 
 def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0):
-    """``num_bins + 1`` equally spaced edges from ``low`` to ``high`` (a JAX array)."""
+    """``num_bins + 1`` equally spaced edges from ``low`` to ``high`` (a JAX array).
+
+    Examples
+    --------
+    >>> from bayescal.core import uniform_edges
+    >>> uniform_edges(4).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
     return jnp.linspace(low, high, num_bins + 1, dtype=dtype)
 
 
@@ -38,6 +45,13 @@ def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
     edge gives an empty bin and the tied values all land in the last bin that starts
     at their value, so no observation is lost or counted twice. The sort goes
     through :func:`sort_last_axis` (host sort on CPU).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal.core import quantile_edges
+    >>> quantile_edges(jnp.array([0.0, 0.0, 0.0, 0.5, 1.0]), 4).tolist()
+    [0.0, 0.0, 0.0, 0.5, 1.0]
     """
     n = x.shape[-1]
     xs = sort_last_axis(x)
@@ -66,6 +80,15 @@ def freedman_diaconis_edges(
     range=(low, high))``. When the IQR is 0 numpy falls back to one bin. The count
     is capped at ``max_bins``. ``x`` must be concrete (resolve the edges before
     ``jax.jit``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.core import freedman_diaconis_edges
+    >>> x = np.random.default_rng(0).uniform(size=1000)
+    >>> edges = freedman_diaconis_edges(x)
+    >>> len(edges) - 1, bool(edges[0] == 0.0 and edges[-1] == 1.0)
+    (11, True)
     """
     arr = np.asarray(x, dtype=np.float64).ravel()
     edges = np.histogram_bin_edges(arr, bins="fd", range=(low, high))
@@ -75,7 +98,15 @@ def freedman_diaconis_edges(
 
 
 def bin_midpoints(edges: jax.Array) -> jax.Array:
-    """Midpoint ``(e_k + e_{k+1}) / 2`` of every bin."""
+    """Midpoint ``(e_k + e_{k+1}) / 2`` of every bin.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal.core import bin_midpoints
+    >>> bin_midpoints(jnp.array([0.0, 0.5, 1.0])).tolist()
+    [0.25, 0.75]
+    """
     return 0.5 * (edges[..., 1:] + edges[..., :-1])
 
 
@@ -107,6 +138,14 @@ def binned_means(
     (weight, means) : ``[K]`` total weight (int32 counts when unweighted) and one
     ``[K]`` mean per value, in the value's dtype. Empty bins get weight 0 and the
     fill value, never NaN.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal.core import binned_means
+    >>> count, (mean,) = binned_means(jnp.array([0, 0, 2]), 3, (jnp.array([1.0, 3.0, 5.0]),))
+    >>> count.tolist(), mean.tolist()
+    ([2, 0, 1], [2.0, 0.0, 5.0])
     """
     weight, sums = bin_sums(idx, num_bins, values, weights)
     if fill is None or not isinstance(fill, tuple):

@@ -36,6 +36,13 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
 
     On CPU the sort runs on the host through a callback (numpy); on accelerators XLA
     sorts. Works under ``jit`` and ``vmap``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal.core import argsort_last_axis
+    >>> argsort_last_axis(jnp.array([0.3, 0.1, 0.2])).tolist()
+    [1, 2, 0]
     """
     return jax.lax.platform_dependent(
         x,
@@ -44,12 +51,11 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
     )
 
 
-def _host_sort_groups(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _host_sort_groups(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = np.asarray(x)
     if x.ndim > 1:
-        pairs = [_host_sort_groups(row) for row in x.reshape(-1, x.shape[-1])]
-        order = np.stack([p[0] for p in pairs]).reshape(x.shape)
-        return order, np.stack([p[1] for p in pairs]).reshape(x.shape)
+        rows = [_host_sort_groups(row) for row in x.reshape(-1, x.shape[-1])]
+        return tuple(np.stack([r[i] for r in rows]).reshape(x.shape) for i in range(3))
     order = np.argsort(x)
     xs = x[order]
     starts = np.empty(x.shape, bool)
@@ -57,29 +63,30 @@ def _host_sort_groups(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.not_equal(xs[1:], xs[:-1], out=starts[1:])
     group = np.cumsum(starts, dtype=np.int32)
     group -= 1
-    return order.astype(np.int32), group
+    return order.astype(np.int32), group, xs
 
 
-def _xla_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _xla_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     order = jnp.argsort(x, axis=-1).astype(jnp.int32)
     xs = jnp.take_along_axis(x, order, axis=-1)
     starts = jnp.concatenate(
         [jnp.ones(x.shape[:-1] + (1,), bool), xs[..., 1:] != xs[..., :-1]], axis=-1
     )
-    return order, jnp.cumsum(starts, axis=-1, dtype=jnp.int32) - 1
+    return order, jnp.cumsum(starts, axis=-1, dtype=jnp.int32) - 1, xs
 
 
-def _cpu_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    out = (jax.ShapeDtypeStruct(x.shape, jnp.int32),) * 2
+def _cpu_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    index = jax.ShapeDtypeStruct(x.shape, jnp.int32)
+    out = (index, index, jax.ShapeDtypeStruct(x.shape, x.dtype))
     return jax.pure_callback(_host_sort_groups, out, x, vmap_method="expand_dims")
 
 
-def sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Sorting permutation of ``x`` (last axis) and the tie group of each sorted value.
+def sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Sorting permutation of ``x`` (last axis), tie group of each sorted value, sorted x.
 
-    ``group[j]`` numbers the distinct values of ``x[order]`` from 0 upwards (equal
-    values share a group). On CPU both come from one host callback (numpy argsort and
-    cumsum; XLA's CPU sort and cumsum are slow), elsewhere from XLA.
+    ``group[j]`` numbers the distinct values of ``xs = x[order]`` from 0 upwards (equal
+    values share a group). On CPU all three come from one host callback (numpy argsort
+    and cumsum; XLA's CPU sort and cumsum are slow), elsewhere from XLA.
     """
     return jax.lax.platform_dependent(x, cpu=_cpu_sort_groups, default=_xla_sort_groups)
 
@@ -109,15 +116,16 @@ class IsotonicFit(NamedTuple):
     fitted: jax.Array
 
 
-def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array) -> IsotonicFit:
+def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array | None) -> IsotonicFit:
     n = x.shape[-1]
-    order, group = sort_groups(x)
-    xs, ys, ws = x[order], y[order], w[order]
+    order, group, xs = sort_groups(x)
     num = group[-1] + 1
     slots = jnp.arange(n)
     valid = slots < num
+    ws = jnp.ones_like(y) if w is None else w[order]
+    wys = y[order] if w is None else ws * y[order]
     wsum = jax.ops.segment_sum(ws, group, num_segments=n, indices_are_sorted=True)
-    ysum = jax.ops.segment_sum(ws * ys, group, num_segments=n, indices_are_sorted=True)
+    ysum = jax.ops.segment_sum(wys, group, num_segments=n, indices_are_sorted=True)
     xu = jnp.zeros_like(xs).at[group].set(xs, indices_are_sorted=True)
     xu = jnp.where(valid, xu, xs[-1])
     mean = ysum / jnp.where(valid, wsum, 1)
@@ -132,16 +140,25 @@ def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array) -> IsotonicFit:
 
 
 @jax.jit
-def isotonic_fit(x: jax.Array, y: jax.Array, w: jax.Array) -> IsotonicFit:
+def isotonic_fit(x: jax.Array, y: jax.Array, w: jax.Array | None = None) -> IsotonicFit:
     """Nondecreasing least-squares fit of ``y`` on ``x`` with ties in ``x`` pooled.
 
     Solves :math:`\\min \\sum_i w_i (y_i - f(x_i))^2` over nondecreasing ``f``. Equal
     ``x`` values are first merged into their weighted mean ``y`` with their total
     weight (so they share one fitted value), then the pooled means are fitted by
     weighted PAV. ``x, y, w`` are 1-D of equal length ``n`` with ``w > 0`` (callers
-    validate); leading batch dimensions go through ``jax.vmap``.
+    validate); ``w=None`` means unit weights. Leading batch dimensions go through
+    ``jax.vmap``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal.core import isotonic_fit
+    >>> fit = isotonic_fit(jnp.array([0.2, 0.1, 0.2, 0.3]), jnp.array([0.0, 1.0, 1.0, 0.0]))
+    >>> int(fit.num_thresholds), fit.fitted.tolist()
+    (3, [0.5, 0.5, 0.5, 0.5])
     """
     fit = _isotonic_fit_1d
     for _ in range(x.ndim - 1):
-        fit = jax.vmap(fit)
+        fit = jax.vmap(fit, in_axes=(0, 0, None if w is None else 0))
     return fit(x, y, w)

@@ -344,7 +344,7 @@ class IsotonicCalibrator:
 
 @jax.jit
 def _isotonic_thresholds(s: jax.Array, y: jax.Array):
-    fit = isotonic_fit(s, y, jnp.ones_like(s))
+    fit = isotonic_fit(s, y)
     return fit.thresholds, fit.values, fit.num_thresholds
 
 

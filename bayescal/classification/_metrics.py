@@ -482,7 +482,7 @@ class MurphyDecomposition(NamedTuple):
 
 @jax.jit
 def _corp_kernel(y: jax.Array, p: jax.Array) -> BrierDecomposition:
-    recalibrated = isotonic_fit(p, y, jnp.ones_like(p)).fitted
+    recalibrated = isotonic_fit(p, y).fitted
     ybar = jnp.mean(y)
     score = jnp.mean((p - y) ** 2)
     score_recal = jnp.mean((recalibrated - y) ** 2)
