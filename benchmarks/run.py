@@ -14,6 +14,7 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # this checkout's bayescal, not an installed one
 
 from _common import print_table  # noqa: E402
 
