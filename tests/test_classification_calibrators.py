@@ -360,3 +360,17 @@ def test_cross_calibrate_stratified_folds_and_callable_method(rng):
     assert all(isinstance(c, PlattCalibrator) for c in res.calibrators)
     res2 = cross_calibrate(_gnb_fit_predict, x.astype(DTYPE), y, num_folds=3, seed=1)
     np.testing.assert_array_equal(res.fold, res2.fold)  # seeded
+
+
+def test_separable_data_warn_instead_of_silent_garbage():
+    score = np.array([-2.0, -1.0, 1.0, 2.0], DTYPE)
+    y = np.array([0, 0, 1, 1])
+    with pytest.warns(RuntimeWarning, match="separable"):
+        fit_platt(y, score, input="score", soft_labels=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Platt's soft labels keep the fit finite
+        cal = fit_platt(y, score, input="score")
+    assert np.isfinite(float(cal.a)) and float(cal.a) < 0
+    logits = np.array([[3.0, 0.0], [0.0, 3.0], [2.0, 0.0]], DTYPE)
+    with pytest.raises(ValueError, match="no finite optimal temperature"):
+        fit_temperature([0, 1, 0], logits)

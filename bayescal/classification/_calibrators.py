@@ -145,7 +145,21 @@ def _newton_logistic(
     converged)``. Each step solves the Newton system (with a 1e-12 ridge as in Lin,
     Lin & Weng 2007) and halves the step until the loss decreases; it stops when the
     gradient is at rounding level or no step decreases the loss any more.
+
+    ``converged`` is False after ``max_iter`` steps and also when the loss has gone
+    to ~0 (below 1e-6 per observation): with hard labels that means the classes are
+    separated and the maximum-likelihood coefficients are infinite (the iteration
+    only stopped because the gradient underflowed). Soft labels keep the loss away
+    from 0.
     """
+    theta, converged = _newton_iterations(features, targets, init, max_iter)
+    x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
+    eta = x @ theta
+    loss = float(np.sum(np.logaddexp(0.0, eta) - np.asarray(targets, np.float64) * eta))
+    return theta, converged and loss >= 1e-6 * len(targets)
+
+
+def _newton_iterations(features, targets, init, max_iter: int) -> tuple[np.ndarray, bool]:
     x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
     t = np.asarray(targets, np.float64)
     theta = np.zeros(x.shape[1]) if init is None else np.asarray(init, np.float64)
@@ -626,6 +640,12 @@ def _temperature_newton(z: np.ndarray, y: np.ndarray, max_iter: int = 100):
             "labels (the NLL decreases only for negative temperatures); temperature "
             "scaling cannot help. Check that labels and logit columns match."
         )
+    if np.all(z_true >= z.max(axis=1)):
+        raise ValueError(
+            "every calibration example has its true class among the largest logits, so "
+            "the NLL keeps decreasing as T -> 0 and there is no finite optimal "
+            "temperature. Use more (or held-out, harder) calibration data."
+        )
     lo, hi = 0.0, np.inf
     beta = 1.0
     for _ in range(max_iter):
@@ -671,7 +691,8 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     to the global optimum; it runs in float64 on the host. Binary logits are treated
     as the two-class logits :math:`(0, z_i)`. Temperature scaling keeps the predicted
     class (and the ranking), so accuracy is unchanged. An error is raised when no
-    positive temperature improves on the uniform forecast.
+    positive temperature improves on the uniform forecast, and when every example is
+    classified correctly (the optimum is then :math:`T \to 0`).
 
     References
     ----------
@@ -714,8 +735,7 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     beta, converged = _temperature_newton(zz, labels)
     if not converged:
         warnings.warn(
-            "fit_temperature did not converge: the logits separate the classes "
-            "perfectly, so the optimal temperature tends to 0.",
+            f"fit_temperature did not converge in 100 Newton steps (T = {1 / beta:.6g}).",
             RuntimeWarning,
             stacklevel=2,
         )
