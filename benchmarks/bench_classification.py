@@ -91,11 +91,20 @@ def main(quick: bool = False) -> list[dict]:
 
     t_ours = median_time(lambda: fit_isotonic(yj, sj).values)
     t_numpy = median_time(lambda: _numpy_scipy_fit(score, y))
-    t_sk = median_time(lambda: IsotonicRegression(out_of_bounds="clip").fit(score, y), repeat=5)
-    rows.append(
-        row(f"isotonic fit n={tag} (sort+pool+PAV)", t_ours, t_numpy, "numpy pool + scipy PAV")
+    t_sk = median_time(
+        lambda: IsotonicRegression(out_of_bounds="clip").fit(score, y), repeat=5
     )
-    rows.append(row(f"isotonic fit n={tag}", t_ours, t_sk, "sklearn IsotonicRegression.fit"))
+    rows.append(
+        row(
+            f"isotonic fit n={tag} (sort+pool+PAV)",
+            t_ours,
+            t_numpy,
+            "numpy pool + scipy PAV",
+        )
+    )
+    rows.append(
+        row(f"isotonic fit n={tag}", t_ours, t_sk, "sklearn IsotonicRegression.fit")
+    )
 
     _, means, counts = _numpy_pool(score, y)
     mj, cj = jnp.asarray(means, jnp.float32), jnp.asarray(counts, jnp.float32)
