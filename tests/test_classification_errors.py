@@ -207,7 +207,7 @@ def test_calibrator_calls_check_their_input():
     ovr = OneVsRestCalibrator((IsotonicCalibrator(jnp.zeros(1), jnp.zeros(1)),) * 2)
     with pytest.raises(ValueError, match=r"probs must have shape \[N, 2\]"):
         ovr(np.ones((3, 3)) / 3)
-    temp = fit_temperature([0, 1, 0, 1], np.log(PROBS))
+    temp = fit_temperature([0, 1, 1, 1], np.log(PROBS))
     with pytest.raises(ValueError, match="logits must be 1-D or 2-D"):
         temp(np.zeros((1, 2, 2)))
 
