@@ -23,7 +23,13 @@ from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
 from bayescal._src.isotonic import isotonic_kernel
 from bayescal._src.sorting import sort_last_axis
-from bayescal._src.ties import IsotonicFit, argsort_last_axis, isotonic_fit
+from bayescal._src.ties import (
+    IsotonicFit,
+    PooledTies,
+    argsort_last_axis,
+    isotonic_fit,
+    pool_ties,
+)
 
 __all__ = [
     "CalibrationCurve",
@@ -46,6 +52,8 @@ __all__ += [  # bin edges, per-bin means, isotonic fit on a covariate (ties pool
     "binned_means",
     "IsotonicFit",
     "isotonic_fit",
+    "PooledTies",
+    "pool_ties",
     "argsort_last_axis",
 ]
 

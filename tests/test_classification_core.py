@@ -86,3 +86,29 @@ def test_argsort_last_axis_matches_numpy(rng):
     x = rng.normal(size=(2, 100)).astype(DTYPE)
     got = np.asarray(jax.jit(core.argsort_last_axis)(jnp.asarray(x)))
     np.testing.assert_array_equal(np.take_along_axis(x, got, -1), np.sort(x, -1))
+
+
+def test_pool_ties_host_and_xla_paths_agree(rng):
+    # The CPU path of isotonic_fit pools on the host (numpy); accelerators use the XLA
+    # path. Both must give the same padded arrays (the XLA path is run here on CPU).
+    from bayescal._src.ties import _host_pool_padded, _xla_pool
+
+    x = (rng.integers(0, 25, size=200) / 25).astype(DTYPE)
+    y = rng.uniform(size=200).astype(DTYPE)
+    w = rng.uniform(0.5, 2.0, size=200).astype(DTYPE)
+    for weights in (None, w):
+        host = _host_pool_padded(x, y, weights)
+        xla = jax.jit(_xla_pool)(
+            jnp.asarray(x),
+            jnp.asarray(y),
+            None if weights is None else jnp.asarray(weights),
+        )
+        order_h, order_x = np.asarray(host[0]), np.asarray(xla[0])
+        np.testing.assert_array_equal(x[order_h], x[order_x])  # same sort (ties aside)
+        np.testing.assert_array_equal(host[1], xla[1])
+        for a, b in zip(host[2:], xla[2:], strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+    pooled = core.pool_ties(x, y, w)
+    ref_mean = [np.average(y[x == v], weights=w[x == v]) for v in np.unique(x)]
+    np.testing.assert_allclose(pooled.mean, ref_mean, rtol=1e-5)
+    np.testing.assert_array_equal(pooled.thresholds, np.unique(x))

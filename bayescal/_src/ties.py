@@ -4,8 +4,9 @@
 weighted mean (the "secondary" approach to ties: tied covariates get equal fitted
 values), and runs the core's weighted PAV on the pooled means. Everything has a fixed
 shape (``n`` slots; slots past the number of distinct values are padding), so it works
-under ``jax.jit`` and ``jax.vmap``. The argsort is done on the host on CPU (numpy's
-argsort of 1e6 floats is ~15 ms, XLA's CPU sort is ~50x slower) and by XLA elsewhere.
+under ``jax.jit`` and ``jax.vmap``. On CPU the sorting and pooling run on the host
+(:func:`pool_ties`: numpy's argsort of 1e6 floats is ~15 ms, XLA's CPU sort ~50x
+slower, and XLA's CPU scatter-adds and cumsum are slow too); elsewhere XLA does them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from bayescal._src.isotonic import isotonic_kernel
 
-__all__ = ["IsotonicFit", "argsort_last_axis", "isotonic_fit", "sort_groups"]
+__all__ = ["IsotonicFit", "PooledTies", "argsort_last_axis", "isotonic_fit", "pool_ties"]
 
 
 def _host_argsort(x: np.ndarray) -> np.ndarray:
@@ -51,44 +52,133 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
     )
 
 
-def _host_sort_groups(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    x = np.asarray(x)
-    if x.ndim > 1:
-        rows = [_host_sort_groups(row) for row in x.reshape(-1, x.shape[-1])]
-        return tuple(np.stack([r[i] for r in rows]).reshape(x.shape) for i in range(3))
-    order = np.argsort(x)
-    xs = x[order]
-    starts = np.empty(x.shape, bool)
-    starts[:1] = True
-    np.not_equal(xs[1:], xs[:-1], out=starts[1:])
-    group = np.cumsum(starts, dtype=np.int32)
-    group -= 1
-    return order.astype(np.int32), group, xs
+class PooledTies(NamedTuple):
+    """Result of :func:`pool_ties` (numpy arrays; see there)."""
+
+    thresholds: np.ndarray
+    mean: np.ndarray
+    weight: np.ndarray
+    order: np.ndarray
+    group: np.ndarray
 
 
-def _xla_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    order = jnp.argsort(x, axis=-1).astype(jnp.int32)
-    xs = jnp.take_along_axis(x, order, axis=-1)
-    starts = jnp.concatenate(
-        [jnp.ones(x.shape[:-1] + (1,), bool), xs[..., 1:] != xs[..., :-1]], axis=-1
-    )
-    return order, jnp.cumsum(starts, axis=-1, dtype=jnp.int32) - 1, xs
+def pool_ties(x, y, weights=None) -> PooledTies:
+    """Sort by ``x`` and merge equal ``x`` into one weighted mean of ``y`` (numpy, eager).
 
+    Parameters
+    ----------
+    x, y : array_like, shape [n]
+        Covariate and response (1-D, finite; callers validate).
+    weights : array_like, shape [n], optional
+        Positive weights (default 1).
 
-def _cpu_sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    index = jax.ShapeDtypeStruct(x.shape, jnp.int32)
-    out = (index, index, jax.ShapeDtypeStruct(x.shape, x.dtype))
-    return jax.pure_callback(_host_sort_groups, out, x, vmap_method="expand_dims")
+    Returns
+    -------
+    PooledTies
+        ``thresholds`` (the ``m`` distinct ``x`` values, increasing), ``mean`` (weighted
+        mean of ``y`` at each) and ``weight`` (total weight at each), in ``y``'s float
+        dtype with float64 accumulation; ``order`` (the sorting permutation, int32)
+        and ``group`` (the threshold index of each sorted observation, int32).
 
+    Notes
+    -----
+    Runs on the host: numpy's argsort (~15 ms at 1e6 floats) and ``np.add.reduceat``.
+    It is the CPU path of :func:`isotonic_fit` and the first step of eager isotonic
+    fits.
 
-def sort_groups(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Sorting permutation of ``x`` (last axis), tie group of each sorted value, sorted x.
-
-    ``group[j]`` numbers the distinct values of ``xs = x[order]`` from 0 upwards (equal
-    values share a group). On CPU all three come from one host callback (numpy argsort
-    and cumsum; XLA's CPU sort and cumsum are slow), elsewhere from XLA.
+    Examples
+    --------
+    >>> from bayescal.core import pool_ties
+    >>> pooled = pool_ties([0.3, 0.1, 0.3], [1.0, 0.0, 0.0])
+    >>> pooled.thresholds.tolist(), pooled.mean.tolist(), pooled.weight.tolist()
+    ([0.1, 0.3], [0.0, 0.5], [1.0, 2.0])
     """
-    return jax.lax.platform_dependent(x, cpu=_cpu_sort_groups, default=_xla_sort_groups)
+    x, y = np.asarray(x), np.asarray(y)
+    dtype = y.dtype if np.issubdtype(y.dtype, np.floating) else np.float64
+    order = np.argsort(x)  # unstable: the order within ties never matters
+    xs = x[order]
+    is_start = np.empty(x.shape, bool)
+    is_start[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=is_start[1:])
+    starts = np.flatnonzero(is_start)
+    ys = y[order]
+    if weights is None:
+        weight = np.diff(np.append(starts, x.size)).astype(np.float64)
+        total = np.add.reduceat(ys, starts, dtype=np.float64)
+    else:
+        ws = np.asarray(weights, np.float64)[order]
+        weight = np.add.reduceat(ws, starts)
+        total = np.add.reduceat(ws * ys, starts)
+    group = np.cumsum(is_start, dtype=np.int32)
+    group -= 1
+    return PooledTies(
+        xs[starts],
+        (total / weight).astype(dtype),
+        weight.astype(dtype),
+        order.astype(np.int32),
+        group,
+    )
+
+
+def _host_pool_padded(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None):
+    """:func:`pool_ties` padded to ``n`` slots (CPU branch of :func:`isotonic_fit`)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if x.ndim > 1:
+        flat_w = [None] * x.shape[0] if w is None else np.asarray(w)
+        rows = [_host_pool_padded(*args) for args in zip(x, y, flat_w, strict=True)]
+        return tuple(np.stack([r[i] for r in rows]) for i in range(6))
+    pooled = pool_ties(x, y, w)
+    m = pooled.thresholds.size
+    pad = x.size - m
+    thresholds = np.concatenate([pooled.thresholds, np.full(pad, pooled.thresholds[-1])])
+    # Padding at the largest pooled mean (see _isotonic_fit_1d), reported weight 0.
+    mean = np.concatenate([pooled.mean, np.full(pad, pooled.mean.max())])
+    weight = np.concatenate([pooled.weight, np.zeros(pad, pooled.weight.dtype)])
+    return pooled.order, pooled.group, thresholds, mean, weight, np.int32(m)
+
+
+def _host_pool_weighted(x, y, w):
+    return _host_pool_padded(x, y, w)
+
+
+def _host_pool_unit(x, y):
+    return _host_pool_padded(x, y)
+
+
+def _cpu_pool(x: jax.Array, y: jax.Array, w: jax.Array | None):
+    index = jax.ShapeDtypeStruct(x.shape, jnp.int32)
+    out = (
+        index,
+        index,
+        jax.ShapeDtypeStruct(x.shape, x.dtype),
+        jax.ShapeDtypeStruct(y.shape, y.dtype),
+        jax.ShapeDtypeStruct(y.shape, y.dtype),
+        jax.ShapeDtypeStruct(x.shape[:-1], jnp.int32),
+    )
+    if w is None:
+        return jax.pure_callback(_host_pool_unit, out, x, y, vmap_method="expand_dims")
+    return jax.pure_callback(_host_pool_weighted, out, x, y, w, vmap_method="expand_dims")
+
+
+def _xla_pool(x: jax.Array, y: jax.Array, w: jax.Array | None):
+    """The same pooling in XLA (1-D), for accelerators."""
+    n = x.shape[-1]
+    order = jnp.argsort(x).astype(jnp.int32)
+    xs = x[order]
+    is_start = jnp.concatenate([jnp.ones((1,), bool), xs[1:] != xs[:-1]])
+    group = jnp.cumsum(is_start, dtype=jnp.int32) - 1
+    num = group[-1] + 1
+    valid = jnp.arange(n) < num
+    ws = jnp.ones_like(y) if w is None else w[order]
+    wsum = jax.ops.segment_sum(ws, group, num_segments=n, indices_are_sorted=True)
+    ysum = jax.ops.segment_sum(
+        ws * y[order], group, num_segments=n, indices_are_sorted=True
+    )
+    thresholds = jnp.zeros_like(xs).at[group].set(xs, indices_are_sorted=True)
+    thresholds = jnp.where(valid, thresholds, xs[-1])
+    mean = ysum / jnp.where(valid, wsum, 1)
+    mean = jnp.where(valid, mean, jnp.max(jnp.where(valid, mean, -jnp.inf)))
+    return order, group, thresholds, mean, jnp.where(valid, wsum, 0), num
 
 
 class IsotonicFit(NamedTuple):
@@ -117,26 +207,17 @@ class IsotonicFit(NamedTuple):
 
 
 def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array | None) -> IsotonicFit:
-    n = x.shape[-1]
-    order, group, xs = sort_groups(x)
-    num = group[-1] + 1
-    slots = jnp.arange(n)
-    valid = slots < num
-    ws = jnp.ones_like(y) if w is None else w[order]
-    wys = y[order] if w is None else ws * y[order]
-    wsum = jax.ops.segment_sum(ws, group, num_segments=n, indices_are_sorted=True)
-    ysum = jax.ops.segment_sum(wys, group, num_segments=n, indices_are_sorted=True)
-    xu = jnp.zeros_like(xs).at[group].set(xs, indices_are_sorted=True)
-    xu = jnp.where(valid, xu, xs[-1])
-    mean = ysum / jnp.where(valid, wsum, 1)
-    # Padding at the largest pooled mean with weight 1 cannot change the fit of the
-    # real slots: their isotonic fit never exceeds that value, so appending it adds
-    # no violation.
-    top = jnp.max(jnp.where(valid, mean, -jnp.inf))
-    fit = isotonic_kernel(jnp.where(valid, mean, top), jnp.where(valid, wsum, 1), True)
+    order, group, thresholds, mean, weight, num = jax.lax.platform_dependent(
+        x, y, w, cpu=_cpu_pool, default=_xla_pool
+    )
+    valid = jnp.arange(x.shape[-1]) < num
+    # The padding sits at the largest pooled mean with weight 1: the isotonic fit of
+    # the real slots never exceeds that value, so the padding adds no violation and
+    # cannot change their fit.
+    fit = isotonic_kernel(mean, jnp.where(valid, weight, 1), True)
     fit = jnp.where(valid, fit, fit[num - 1])
     fitted = jnp.zeros_like(fit).at[order].set(fit[group], unique_indices=True)
-    return IsotonicFit(xu, fit, jnp.where(valid, wsum, 0), num.astype(jnp.int32), fitted)
+    return IsotonicFit(thresholds, fit, weight, num, fitted)
 
 
 @jax.jit

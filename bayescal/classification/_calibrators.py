@@ -5,7 +5,7 @@ Every ``fit_*`` validates eagerly and returns a frozen dataclass registered with
 ``jax.jit`` and stack under ``jax.vmap``), option strings are meta fields. Calling a
 calibrator is jittable; fitting is eager (parametric fits run a float64 Newton solver
 in numpy on the host, which is deterministic and fast for these 1-3 parameter
-problems; isotonic fitting uses the core's jittable isotonic fit).
+problems; isotonic fitting pools ties on the host and runs the core's PAV).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from bayescal.classification._inputs import (
     resolve_bins,
 )
 from bayescal.classification._metrics import _curve
-from bayescal.core import bin_index, isotonic_fit
+from bayescal.core import bin_index, isotonic_regression, pool_ties
 
 __all__ = [
     "PlattCalibrator",
@@ -356,12 +356,6 @@ class IsotonicCalibrator:
         return _isotonic_apply(self.thresholds, self.values, s)
 
 
-@jax.jit
-def _isotonic_thresholds(s: jax.Array, y: jax.Array):
-    fit = isotonic_fit(s, y)
-    return fit.thresholds, fit.values, fit.num_thresholds
-
-
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
@@ -379,11 +373,12 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
 
     Notes
     -----
-    Solves :math:`\min_{m \text{ nondecreasing}} \sum_i (y_i - m(s_i))^2` with
-    ``bayescal.core.isotonic_fit``: observations are sorted by score, equal scores
-    are pooled into one weighted mean (so they get one calibrated value), and PAV
-    fits the pooled means. New scores are mapped by linear interpolation between
-    the distinct calibration scores and clipped to the end values outside them.
+    Solves :math:`\min_{m \text{ nondecreasing}} \sum_i (y_i - m(s_i))^2`:
+    observations are sorted by score and equal scores pooled into one weighted mean
+    (``bayescal.core.pool_ties``, on the host), so they get one calibrated value;
+    weighted PAV (``bayescal.core.isotonic_regression``) fits the pooled means. New
+    scores are mapped by linear interpolation between the distinct calibration
+    scores and clipped to the end values outside them.
     This is scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` (which
     ``CalibratedClassifierCV(method="isotonic")`` uses), except that scikit-learn also
     merges scores closer than the dtype's resolution (1e-6 in float32); bayescal
@@ -407,9 +402,11 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     [0.0, 0.25, 1.0, 1.0]
     """
     y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
-    thresholds, values, num = _isotonic_thresholds(s, y)
-    num = int(num)
-    return IsotonicCalibrator(thresholds[:num], values[:num])
+    pooled = pool_ties(np.asarray(s), np.asarray(y))  # host sort + tie pooling
+    values = isotonic_regression(
+        jnp.asarray(pooled.mean), weights=jnp.asarray(pooled.weight)
+    )
+    return IsotonicCalibrator(jnp.asarray(pooled.thresholds), values)
 
 
 # --------------------------------------------------------------------------- histogram
