@@ -112,3 +112,12 @@ def test_pool_ties_host_and_xla_paths_agree(rng):
     ref_mean = [np.average(y[x == v], weights=w[x == v]) for v in np.unique(x)]
     np.testing.assert_allclose(pooled.mean, ref_mean, rtol=1e-5)
     np.testing.assert_array_equal(pooled.thresholds, np.unique(x))
+
+
+def test_isotonic_fit_vmap_with_shared_response(rng):
+    # vmap over x only: the host callback sees a batched x and an unbatched y
+    x = jnp.asarray(rng.integers(0, 8, size=(3, 40)).astype(DTYPE))
+    y = jnp.asarray((rng.uniform(size=40) < 0.5).astype(DTYPE))
+    got = jax.vmap(lambda xi: core.isotonic_fit(xi, y).fitted)(x)
+    for i in range(3):
+        np.testing.assert_allclose(got[i], core.isotonic_fit(x[i], y).fitted, rtol=1e-6)

@@ -123,10 +123,18 @@ def pool_ties(x, y, weights=None) -> PooledTies:
 def _host_pool_padded(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None):
     """:func:`pool_ties` padded to ``n`` slots (CPU branch of :func:`isotonic_fit`)."""
     x, y = np.asarray(x), np.asarray(y)
-    if x.ndim > 1:
-        flat_w = [None] * x.shape[0] if w is None else np.asarray(w)
-        rows = [_host_pool_padded(*args) for args in zip(x, y, flat_w, strict=True)]
-        return tuple(np.stack([r[i] for r in rows]) for i in range(6))
+    if x.ndim > 1 or y.ndim > 1 or (w is not None and np.ndim(w) > 1):
+        # Batched by vmap (expand_dims: unbatched operands have size-1 batch axes).
+        shape = np.broadcast_shapes(x.shape, y.shape, () if w is None else np.shape(w))
+        flat = [np.broadcast_to(a, shape).reshape(-1, shape[-1]) for a in (x, y)]
+        flat_w = [None] * flat[0].shape[0]
+        if w is not None:
+            flat_w = np.broadcast_to(w, shape).reshape(-1, shape[-1])
+        rows = [_host_pool_padded(*args) for args in zip(*flat, flat_w, strict=True)]
+        return tuple(
+            np.stack([r[i] for r in rows]).reshape(shape[:-1] + np.shape(rows[0][i]))
+            for i in range(6)
+        )
     pooled = pool_ties(x, y, w)
     m = pooled.thresholds.size
     pad = x.size - m
@@ -146,14 +154,15 @@ def _host_pool_unit(x, y):
 
 
 def _cpu_pool(x: jax.Array, y: jax.Array, w: jax.Array | None):
+    # Called on the 1-D problem (isotonic_fit vmaps _isotonic_fit_1d over batches).
     index = jax.ShapeDtypeStruct(x.shape, jnp.int32)
     out = (
         index,
         index,
         jax.ShapeDtypeStruct(x.shape, x.dtype),
-        jax.ShapeDtypeStruct(y.shape, y.dtype),
-        jax.ShapeDtypeStruct(y.shape, y.dtype),
-        jax.ShapeDtypeStruct(x.shape[:-1], jnp.int32),
+        jax.ShapeDtypeStruct(x.shape, y.dtype),
+        jax.ShapeDtypeStruct(x.shape, y.dtype),
+        jax.ShapeDtypeStruct((), jnp.int32),
     )
     if w is None:
         return jax.pure_callback(_host_pool_unit, out, x, y, vmap_method="expand_dims")
