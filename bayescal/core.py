@@ -11,11 +11,25 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.binned import (
+    bin_midpoints,
+    binned_means,
+    freedman_diaconis_edges,
+    quantile_edges,
+    uniform_edges,
+)
 from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
 from bayescal._src.isotonic import isotonic_kernel
 from bayescal._src.sorting import sort_last_axis
+from bayescal._src.ties import (
+    IsotonicFit,
+    PooledTies,
+    argsort_last_axis,
+    isotonic_fit,
+    pool_ties,
+)
 
 __all__ = [
     "CalibrationCurve",
@@ -29,6 +43,18 @@ __all__ = [
     "area_between",
     "ecdf_area_to_diagonal",
     "sort_last_axis",
+]
+__all__ += [  # bin edges, per-bin means, isotonic fit on a covariate (ties pooled)
+    "uniform_edges",
+    "quantile_edges",
+    "freedman_diaconis_edges",
+    "bin_midpoints",
+    "binned_means",
+    "IsotonicFit",
+    "isotonic_fit",
+    "PooledTies",
+    "pool_ties",
+    "argsort_last_axis",
 ]
 
 

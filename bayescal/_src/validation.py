@@ -261,3 +261,99 @@ def check_levels(levels: jax.Array, name: str = "levels", *, strict: bool = True
 
 def result_dtype(*arrays: jax.Array) -> jnp.dtype:
     return jnp.result_type(*[a.dtype for a in arrays])
+
+
+# --- helpers added for the classification branch ---
+__all__ += [
+    "check_binary_labels",
+    "check_both_classes",
+    "check_class_labels",
+    "check_edges",
+    "check_nonnegative",
+]
+
+
+def check_binary_labels(y: jax.Array, name: str = "y_true") -> None:
+    """Raise when a concrete ``y`` holds values other than 0 and 1 (or NaN)."""
+    # Value checks of the classification helpers run in numpy on the host: no XLA
+    # compilation per new input shape.
+    if not is_concrete(y):
+        return
+    arr = np.asarray(y)
+    if np.all((arr == 0) | (arr == 1)):
+        return
+    bad = np.unique(arr[(arr != 0) & (arr != 1)])
+    shown = ", ".join(repr(v.item()) for v in bad[:5]) + (", ..." if bad.size > 5 else "")
+    raise ValueError(
+        f"{name} must hold binary labels 0 and 1; got other values ({shown}). Encode "
+        "the positive class as 1 and the negative class as 0 (e.g. y == positive_label)."
+    )
+
+
+def check_both_classes(y: jax.Array, name: str = "y_true") -> None:
+    """Raise when concrete binary labels hold only one class (a fit needs both)."""
+    if not is_concrete(y):
+        return
+    n_pos = int(np.count_nonzero(np.asarray(y) == 1))
+    if n_pos == 0 or n_pos == y.size:
+        only = 1 if n_pos else 0
+        raise ValueError(
+            f"{name} holds only class {only} ({y.size} labels); fitting a calibrator "
+            "needs both classes. Use a larger or stratified calibration set."
+        )
+
+
+def check_class_labels(y: Any, name: str, num_classes: int) -> jax.Array:
+    """Integer class labels in ``[0, num_classes)``; returns them as an int32 array."""
+    arr = y if isinstance(y, jax.Array) else np.asarray(y)
+    if not (jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == bool):
+        if jnp.issubdtype(arr.dtype, jnp.floating) and is_concrete(arr):
+            host = np.asarray(arr)
+            if np.all(np.isfinite(host)) and np.all(host == np.round(host)):
+                arr = host.astype(np.int64)
+        if not jnp.issubdtype(arr.dtype, jnp.integer):
+            raise TypeError(
+                f"{name} must hold integer class labels 0..{num_classes - 1}; got dtype "
+                f"{arr.dtype}. Pass class indices (e.g. np.argmax of one-hot labels)."
+            )
+    if is_concrete(arr) and arr.size:
+        host = np.asarray(arr)
+        if host.min() < 0 or host.max() >= num_classes:
+            raise ValueError(
+                f"{name} must hold class indices in [0, {num_classes - 1}] (one per "
+                f"column of the probabilities); got values from {host.min()} to "
+                f"{host.max()}."
+            )
+    return jnp.asarray(arr).astype(jnp.int32)
+
+
+def check_nonnegative(x: jax.Array, name: str) -> None:
+    """Raise when a concrete ``x`` has negative or non-finite values."""
+    check_finite(x, name)
+    if not is_concrete(x):
+        return
+    n_neg = int(np.count_nonzero(np.asarray(x) < 0))
+    if not n_neg:
+        return
+    raise ValueError(
+        f"{name} must be >= 0; got {n_neg} negative values. "
+        "Weights are nonnegative observation weights."
+    )
+
+
+def check_edges(edges: jax.Array, name: str = "bins") -> None:
+    """Bin edges: 1-D with at least 2 entries, finite and nondecreasing."""
+    if edges.ndim != 1 or edges.shape[0] < 2:
+        raise ValueError(
+            f"{name} as an array must be 1-D bin edges with at least 2 entries; got "
+            f"shape {tuple(edges.shape)}. Pass e.g. np.linspace(0, 1, 11), or an int."
+        )
+    if not is_concrete(edges):
+        return
+    arr = np.asarray(edges)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} edges must be finite; got {arr!r}.")
+    if np.any(np.diff(arr) < 0):
+        raise ValueError(
+            f"{name} edges must be sorted in nondecreasing order; got {arr!r}. Sort them."
+        )

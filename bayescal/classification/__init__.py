@@ -1,0 +1,80 @@
+"""Calibration of binary (and multiclass) classifiers: metrics and calibrators.
+
+Metrics: :func:`reliability_curve`, :func:`expected_calibration_error`,
+:func:`brier_score`, :func:`log_loss`, :func:`brier_decomposition` (exact CORP),
+:func:`brier_decomposition_binned` (Murphy), :func:`prediction_sharpness`, and for
+multiclass :func:`top_label_calibration_error`, :func:`marginal_calibration_error`.
+
+Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
+:func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
+:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`; cross-validated
+fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
+:func:`load_calibrator`.
+"""
+
+from bayescal.classification._calibrators import (
+    BetaCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    OneVsRestCalibrator,
+    PlattCalibrator,
+    TemperatureCalibrator,
+    fit_beta,
+    fit_histogram_binning,
+    fit_isotonic,
+    fit_one_vs_rest,
+    fit_platt,
+    fit_temperature,
+)
+from bayescal.classification._cross import CrossCalibratedClassifier, cross_calibrate
+from bayescal.classification._io import load_calibrator, save_calibrator
+from bayescal.classification._metrics import (
+    BrierDecomposition,
+    MurphyDecomposition,
+    PredictionSharpness,
+    brier_decomposition,
+    brier_decomposition_binned,
+    brier_score,
+    expected_calibration_error,
+    log_loss,
+    prediction_sharpness,
+    reliability_curve,
+)
+from bayescal.classification._multiclass import (
+    marginal_calibration_error,
+    top_label_calibration_error,
+)
+
+__all__ = [
+    # metrics
+    "reliability_curve",
+    "expected_calibration_error",
+    "brier_score",
+    "log_loss",
+    "brier_decomposition",
+    "brier_decomposition_binned",
+    "prediction_sharpness",
+    "top_label_calibration_error",
+    "marginal_calibration_error",
+    "BrierDecomposition",
+    "MurphyDecomposition",
+    "PredictionSharpness",
+    # calibrators
+    "fit_platt",
+    "fit_isotonic",
+    "fit_histogram_binning",
+    "fit_beta",
+    "fit_temperature",
+    "fit_one_vs_rest",
+    "PlattCalibrator",
+    "IsotonicCalibrator",
+    "HistogramBinningCalibrator",
+    "BetaCalibrator",
+    "TemperatureCalibrator",
+    "OneVsRestCalibrator",
+    # cross-validation and persistence
+    "cross_calibrate",
+    "CrossCalibratedClassifier",
+    "save_calibrator",
+    "load_calibrator",
+]

@@ -1,0 +1,837 @@
+"""Fitted calibrators for classifiers: frozen pytrees, callable on new scores.
+
+Every ``fit_*`` validates eagerly and returns a frozen dataclass registered with
+``jax.tree_util.register_dataclass``: arrays are data fields (they trace through
+``jax.jit`` and stack under ``jax.vmap``), option strings are meta fields. Calling a
+calibrator is jittable; fitting is eager (parametric fits run a float64 Newton solver
+in numpy on the host, which is deterministic and fast for these 1-3 parameter
+problems; isotonic fitting pools ties on the host and runs the core's PAV).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayescal._src import validation as _v
+from bayescal.classification._inputs import (
+    binary_inputs,
+    check_eps,
+    multiclass_inputs,
+    resolve_bins,
+)
+from bayescal.classification._metrics import _curve
+from bayescal.core import bin_index, isotonic_regression, pool_ties
+
+__all__ = [
+    "PlattCalibrator",
+    "IsotonicCalibrator",
+    "HistogramBinningCalibrator",
+    "BetaCalibrator",
+    "TemperatureCalibrator",
+    "OneVsRestCalibrator",
+    "fit_platt",
+    "fit_isotonic",
+    "fit_histogram_binning",
+    "fit_beta",
+    "fit_temperature",
+    "fit_one_vs_rest",
+]
+
+INPUTS = ("prob", "score")
+
+
+def _pytree(data: tuple[str, ...], meta: tuple[str, ...] = ()):
+    """Frozen dataclass registered as a pytree (``eq=False``: arrays do not compare)."""
+
+    def wrap(cls):
+        cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
+        cls._data_fields, cls._meta_fields = tuple(data), tuple(meta)
+        return jax.tree_util.register_dataclass(
+            cls, data_fields=list(data), meta_fields=list(meta)
+        )
+
+    return wrap
+
+
+def _as_param(value: Any, dtype) -> jax.Array:
+    return jnp.asarray(np.asarray(value, dtype=np.float64), dtype=dtype)
+
+
+def _scores(y_score: Any, name: str, *, probabilities: bool) -> jax.Array:
+    s = _v.as_float_array(y_score, name)
+    _v.check_nonempty(s, name)
+    if probabilities:
+        _v.check_in_unit_interval(s, name, "probabilities")
+    else:
+        _v.check_finite(s, name)
+    return s
+
+
+def _logit(p: jax.Array, eps: float | None) -> jax.Array:
+    """log(p / (1 - p)); +-inf at 1 and 0 unless ``eps`` clips explicitly."""
+    if eps is not None:
+        p = jnp.clip(p, eps, 1 - eps)
+    return jnp.log(p) - jnp.log1p(-p)
+
+
+def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str) -> None:
+    if eps is not None or not _v.is_concrete(p):
+        return
+    host = np.asarray(p)
+    n_edge = int(np.count_nonzero((host == 0) | (host == 1)))
+    if n_edge:
+        raise ValueError(
+            f"{name} has {n_edge} values at exactly 0 or 1, where {method} needs "
+            "log(p) and log(1 - p), which are infinite. Pass eps (e.g. eps=1e-7) to clip "
+            "them to [eps, 1 - eps] explicitly, or fit on the raw scores."
+        )
+
+
+def _times(coef: jax.Array, x: jax.Array) -> jax.Array:
+    """``coef * x`` with 0 * inf = 0 (a dropped feature stays dropped at p = 0 or 1)."""
+    return jnp.where(coef == 0, 0, coef * x)
+
+
+# Jitted bodies of the calibrators' __call__ (one compiled graph per input shape).
+@functools.partial(jax.jit, static_argnames=("use_logit", "eps"))
+def _platt_apply(a, b, s, *, use_logit: bool, eps: float | None):
+    f = _logit(s, eps) if use_logit else s
+    return jax.nn.sigmoid(-(_times(a, f) + b)).astype(s.dtype)
+
+
+@jax.jit
+def _isotonic_apply(thresholds, values, s):
+    return jnp.interp(s, thresholds.astype(s.dtype), values.astype(s.dtype)).astype(s.dtype)
+
+
+@jax.jit
+def _histogram_apply(edges, values, p):
+    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
+
+
+@functools.partial(jax.jit, static_argnames=("eps",))
+def _beta_apply(a, b, c, p, *, eps: float | None):
+    q = p if eps is None else jnp.clip(p, eps, 1 - eps)
+    eta = _times(a, jnp.log(q)) - _times(b, jnp.log1p(-q)) + c
+    return jax.nn.sigmoid(eta).astype(p.dtype)
+
+
+@jax.jit
+def _temperature_apply(temperature, z):
+    scaled = (z / temperature.astype(z.dtype)).astype(z.dtype)
+    return jax.nn.sigmoid(scaled) if z.ndim == 1 else jax.nn.softmax(scaled, axis=-1)
+
+
+# --------------------------------------------------------------------------- solver
+def _newton_logistic(
+    features: np.ndarray,
+    targets: np.ndarray,
+    *,
+    init: np.ndarray | None = None,
+    max_iter: int = 200,
+) -> tuple[np.ndarray, bool]:
+    """Unpenalised logistic regression with an intercept, by damped Newton (float64).
+
+    Minimises ``sum_i softplus(eta_i) - t_i eta_i`` with ``eta = X beta + c`` and
+    targets ``t`` in [0, 1] (soft labels allowed). Returns ``([beta..., c],
+    converged)``. Each step solves the Newton system (with a 1e-12 ridge as in Lin,
+    Lin & Weng 2007) and halves the step until the loss decreases; it stops when the
+    gradient is at rounding level or no step decreases the loss any more.
+
+    ``converged`` is False after ``max_iter`` steps and also when the loss has gone
+    to ~0 (below 1e-6 per observation): with hard labels that means the classes are
+    separated and the maximum-likelihood coefficients are infinite (the iteration
+    only stopped because the gradient underflowed). Soft labels keep the loss away
+    from 0.
+    """
+    theta, converged = _newton_iterations(features, targets, init, max_iter)
+    x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
+    eta = x @ theta
+    loss = float(np.sum(np.logaddexp(0.0, eta) - np.asarray(targets, np.float64) * eta))
+    return theta, converged and loss >= 1e-6 * len(targets)
+
+
+def _newton_iterations(features, targets, init, max_iter: int) -> tuple[np.ndarray, bool]:
+    x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
+    t = np.asarray(targets, np.float64)
+    theta = np.zeros(x.shape[1]) if init is None else np.asarray(init, np.float64)
+
+    def loss_of(th):
+        eta = x @ th
+        return float(np.sum(np.logaddexp(0.0, eta) - t * eta))
+
+    loss = loss_of(theta)
+    scale = np.abs(x).sum(axis=0) + 1.0
+    for _ in range(max_iter):
+        eta = x @ theta
+        q = 0.5 * (1.0 + np.tanh(0.5 * eta))  # sigmoid, overflow-free
+        grad = x.T @ (q - t)
+        if np.all(np.abs(grad) <= 1e-12 * scale):
+            return theta, True
+        hess = (x * (q * (1.0 - q))[:, None]).T @ x
+        hess[np.diag_indices_from(hess)] += 1e-12
+        try:
+            step = np.linalg.solve(hess, grad)
+        except np.linalg.LinAlgError:
+            step = grad / np.maximum(np.diag(hess), 1e-12)
+        rate = 1.0
+        while rate >= 1e-10:
+            candidate = theta - rate * step
+            new_loss = loss_of(candidate)
+            if new_loss < loss:
+                break
+            rate *= 0.5
+        else:  # no decrease possible: at the optimum to rounding
+            return theta, bool(np.all(np.abs(grad) <= 1e-6 * scale))
+        decrease = loss - new_loss
+        theta, loss = candidate, new_loss
+        if decrease <= 1e-15 * max(abs(loss), 1.0) and rate == 1.0:
+            return theta, True
+    return theta, False
+
+
+def _warn_not_converged(name: str) -> None:
+    warnings.warn(
+        f"{name}: the logistic fit did not converge; the classes are (nearly) "
+        "separable by the score, so the maximum-likelihood slope is infinite. Use "
+        "soft labels, more calibration data, or isotonic calibration.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+# --------------------------------------------------------------------------- Platt
+@_pytree(data=("a", "b"), meta=("input", "eps"))
+class PlattCalibrator:
+    r"""Platt scaling, :math:`P(y = 1 \mid f) = 1 / (1 + \exp(A f + B))`.
+
+    ``f`` is the raw score (``input="score"``) or the log-odds of a probability
+    (``input="prob"``). Create it with :func:`fit_platt`.
+
+    Attributes
+    ----------
+    a, b : Array, scalar
+        Platt's :math:`A` (negative when higher scores mean class 1) and :math:`B`.
+    input : {"prob", "score"}
+        What the calibrator is called on.
+    eps : float or None
+        Probabilities are clipped to ``[eps, 1 - eps]`` before the logit when set.
+    """
+
+    a: jax.Array
+    b: jax.Array
+    input: str = "prob"
+    eps: float | None = None
+
+    def __call__(self, y_score: Any) -> jax.Array:
+        """Calibrated probabilities for scores or probabilities (shape kept)."""
+        s = _scores(y_score, "y_score", probabilities=self.input == "prob")
+        return _platt_apply(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
+
+
+def fit_platt(
+    y_true: Any,
+    y_score: Any,
+    *,
+    input: str = "prob",
+    soft_labels: bool = True,
+    eps: float | None = None,
+) -> PlattCalibrator:
+    r"""Fit Platt scaling (logistic calibration) with Platt's target smoothing.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1, of the calibration set (both classes present).
+    y_score : array_like, shape [N]
+        Predicted probabilities (``input="prob"``) or raw scores such as SVM margins
+        or logits (``input="score"``).
+    input : {"prob", "score"}, default "prob"
+        ``"prob"`` fits on :math:`f = \log(p / (1 - p))`, so a calibrated input can be
+        kept exactly (:math:`A = -1, B = 0`); ``"score"`` fits on the scores as they are.
+    soft_labels : bool, default True
+        Platt's targets :math:`t_+ = (N_+ + 1)/(N_+ + 2)` for positives and
+        :math:`t_- = 1/(N_- + 2)` for negatives (a Bayesian prior that avoids
+        overfitting and keeps the fit finite on separable data); False fits the 0/1
+        labels.
+    eps : float in (0, 0.5), optional
+        With ``input="prob"``: clip probabilities to ``[eps, 1 - eps]`` before the
+        logit (at fit and at call time). Without it, probabilities of exactly 0 or 1
+        raise an error rather than being clipped silently.
+
+    Returns
+    -------
+    PlattCalibrator
+        Parameters in ``y_score``'s dtype.
+
+    Notes
+    -----
+    Minimises :math:`-\sum_i t_i \log P_i + (1 - t_i)\log(1 - P_i)` with
+    :math:`P_i = 1/(1 + \exp(A f_i + B))` by Newton's method with step halving, in
+    float64 (Lin, Lin & Weng 2007), starting from :math:`A = 0`,
+    :math:`B = \log((N_- + 1)/(N_+ + 1))`. Deterministic; the loss is convex, so it
+    converges to the unique optimum. Platt's example :math:`F = (5, -4, 1)`,
+    :math:`y = (1, 0, 0)` gives :math:`A = -0.2026145`, :math:`B = 0.6523666` (the
+    gradient there is ~1e-9); the published :math:`A = -0.20261, B = 0.65236`
+    (libsvm's looser stopping rule, gradient ~5e-6) agree to 4e-6.
+
+    References
+    ----------
+    Platt, J. C. (1999). Probabilistic outputs for support vector machines and
+    comparisons to regularized likelihood methods. *Advances in Large Margin
+    Classifiers*, 61-74.
+    Lin, H.-T., Lin, C.-J. and Weng, R. C. (2007). A note on Platt's probabilistic
+    outputs for support vector machines. *Machine Learning* 68, 267-276.
+
+    Examples
+    --------
+    >>> from bayescal.classification import fit_platt
+    >>> cal = fit_platt([1, 0, 0], [5.0, -4.0, 1.0], input="score")
+    >>> round(float(cal.a), 4), round(float(cal.b), 4)
+    (-0.2026, 0.6524)
+    >>> [round(v, 3) for v in cal([5.0, -4.0]).tolist()]
+    [0.589, 0.188]
+    """
+    _v.check_choice(input, "input", INPUTS)
+    if not isinstance(soft_labels, bool):
+        raise TypeError(f"soft_labels must be a bool; got {soft_labels!r}.")
+    eps = check_eps(eps)
+    if eps is not None and input != "prob":
+        raise ValueError("eps clips probabilities; it only applies with input='prob'.")
+    y, s = binary_inputs(
+        y_true, y_score, prob_name="y_score", probabilities=input == "prob"
+    )
+    _v.check_both_classes(y, "y_true")
+    if input == "prob":
+        _no_infinite_logits(s, "y_score", eps, "Platt scaling with input='prob'")
+        f = np.asarray(_logit(s, eps), np.float64)
+    else:
+        f = np.asarray(s, np.float64)
+    labels = np.asarray(y, np.float64)
+    n_pos = float(labels.sum())
+    n_neg = labels.size - n_pos
+    if soft_labels:
+        t = np.where(labels == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    else:
+        t = labels
+    # Standard logistic form eta = beta f + c, i.e. A = -beta, B = -c.
+    init = np.array([0.0, np.log((n_pos + 1) / (n_neg + 1))])
+    theta, converged = _newton_logistic(f[:, None], t, init=init)
+    if not converged:
+        _warn_not_converged("fit_platt")
+    return PlattCalibrator(
+        _as_param(-theta[0], s.dtype), _as_param(-theta[1], s.dtype), input, eps
+    )
+
+
+# --------------------------------------------------------------------------- isotonic
+@_pytree(data=("thresholds", "values"))
+class IsotonicCalibrator:
+    """Isotonic calibration: a nondecreasing piecewise-linear map of the score.
+
+    Create it with :func:`fit_isotonic`.
+
+    Attributes
+    ----------
+    thresholds : Array [M]
+        Distinct calibration scores, increasing.
+    values : Array [M]
+        Calibrated probability at each threshold (nondecreasing, in [0, 1]).
+    """
+
+    thresholds: jax.Array
+    values: jax.Array
+
+    def __call__(self, y_score: Any) -> jax.Array:
+        """Linear interpolation between thresholds; constant outside their range."""
+        s = _scores(y_score, "y_score", probabilities=False)
+        return _isotonic_apply(self.thresholds, self.values, s)
+
+
+def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
+    r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1.
+    y_score : array_like, shape [N]
+        Scores or probabilities (any finite reals; only their order matters).
+
+    Returns
+    -------
+    IsotonicCalibrator
+        Thresholds and values in ``y_score``'s dtype.
+
+    Notes
+    -----
+    Solves :math:`\min_{m \text{ nondecreasing}} \sum_i (y_i - m(s_i))^2`:
+    observations are sorted by score and equal scores pooled into one weighted mean
+    (``bayescal.core.pool_ties``, on the host), so they get one calibrated value;
+    weighted PAV (``bayescal.core.isotonic_regression``) fits the pooled means. New
+    scores are mapped by linear interpolation between the distinct calibration
+    scores and clipped to the end values outside them.
+    This is scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` (which
+    ``CalibratedClassifierCV(method="isotonic")`` uses), except that scikit-learn also
+    merges scores closer than the dtype's resolution (1e-6 in float32); bayescal
+    pools only exact ties. Isotonic calibration is nonparametric and needs more data
+    than Platt scaling (Niculescu-Mizil & Caruana 2005).
+
+    References
+    ----------
+    Zadrozny, B. and Elkan, C. (2002). Transforming classifier scores into accurate
+    multiclass probability estimates. *KDD*, 694-699.
+    Niculescu-Mizil, A. and Caruana, R. (2005). Predicting good probabilities with
+    supervised learning. *ICML*.
+
+    Examples
+    --------
+    >>> from bayescal.classification import fit_isotonic
+    >>> cal = fit_isotonic([0, 1, 0, 1, 1], [0.1, 0.3, 0.5, 0.7, 0.9])
+    >>> cal.values.tolist()
+    [0.0, 0.5, 0.5, 1.0, 1.0]
+    >>> [round(v, 3) for v in cal([0.0, 0.2, 0.8, 1.0]).tolist()]
+    [0.0, 0.25, 1.0, 1.0]
+    """
+    y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
+    pooled = pool_ties(np.asarray(s), np.asarray(y))  # host sort + tie pooling
+    values = isotonic_regression(
+        jnp.asarray(pooled.mean), weights=jnp.asarray(pooled.weight)
+    )
+    return IsotonicCalibrator(jnp.asarray(pooled.thresholds), values)
+
+
+# --------------------------------------------------------------------------- histogram
+@_pytree(data=("edges", "values"))
+class HistogramBinningCalibrator:
+    """Histogram binning: the positive frequency of the bin the probability falls in.
+
+    Create it with :func:`fit_histogram_binning`.
+
+    Attributes
+    ----------
+    edges : Array [K + 1]
+        Bin edges; bins are ``[e_k, e_{k+1})``, the last closed, values outside go
+        to the first / last bin.
+    values : Array [K]
+        Calibrated probability per bin (empty calibration bins: the bin midpoint).
+    """
+
+    edges: jax.Array
+    values: jax.Array
+
+    def __call__(self, y_prob: Any) -> jax.Array:
+        """Piecewise-constant calibrated probabilities."""
+        p = _scores(y_prob, "y_prob", probabilities=True)
+        return _histogram_apply(self.edges, self.values, p)
+
+
+def fit_histogram_binning(
+    y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
+) -> HistogramBinningCalibrator:
+    r"""Fit histogram binning: replace a probability by its bin's positive frequency.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1.
+    y_prob : array_like, shape [N]
+        Predicted probabilities, in [0, 1].
+    bins, strategy
+        As in :func:`reliability_curve` (int with ``"uniform"`` or ``"quantile"``,
+        edges, or ``"fd"``).
+
+    Returns
+    -------
+    HistogramBinningCalibrator
+
+    Notes
+    -----
+    :math:`C(p) = \bar y_{k(p)}`, the fraction of positives among the calibration
+    observations in the bin of :math:`p` (the ``observed`` values of
+    :func:`reliability_curve`). A bin without calibration data gets its midpoint
+    (no information: the identity at the bin centre). The map is piecewise
+    constant and need not be monotone.
+
+    References
+    ----------
+    Zadrozny, B. and Elkan, C. (2001). Obtaining calibrated probability estimates from
+    decision trees and naive Bayesian classifiers. *ICML*, 609-616.
+
+    Examples
+    --------
+    >>> from bayescal.classification import fit_histogram_binning
+    >>> cal = fit_histogram_binning([0, 1, 1, 1], [0.1, 0.2, 0.7, 0.8], bins=2)
+    >>> cal.values.tolist()
+    [0.5, 1.0]
+    >>> cal([0.05, 0.95]).tolist()
+    [0.5, 1.0]
+    """
+    y, p = binary_inputs(y_true, y_prob)
+    curve, edges = _curve(y, p, None, resolve_bins(bins, strategy, p))
+    return HistogramBinningCalibrator(edges, curve.observed)
+
+
+# --------------------------------------------------------------------------- beta
+@_pytree(data=("a", "b", "c"), meta=("eps",))
+class BetaCalibrator:
+    r"""Beta calibration, :math:`\mathrm{logit}\,q = a \ln p - b \ln(1 - p) + c`.
+
+    Create it with :func:`fit_beta`.
+
+    Attributes
+    ----------
+    a, b : Array, scalar
+        Nonnegative shape parameters (0 when the feature was dropped).
+    c : Array, scalar
+        Intercept.
+    eps : float or None
+        Probabilities are clipped to ``[eps, 1 - eps]`` first when set.
+    """
+
+    a: jax.Array
+    b: jax.Array
+    c: jax.Array
+    eps: float | None = None
+
+    def __call__(self, y_prob: Any) -> jax.Array:
+        """Calibrated probabilities (0 and 1 map to the limits of the map)."""
+        p = _scores(y_prob, "y_prob", probabilities=True)
+        return _beta_apply(self.a, self.b, self.c, p, eps=self.eps)
+
+
+def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalibrator:
+    r"""Fit beta calibration (Kull, Silva Filho & Flach 2017), shape parameters >= 0.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1 (both classes present).
+    y_prob : array_like, shape [N]
+        Predicted probabilities, in [0, 1].
+    eps : float in (0, 0.5), optional
+        Clip probabilities to ``[eps, 1 - eps]`` (at fit and call time). Without it,
+        probabilities of exactly 0 or 1 raise an error: their log is infinite.
+
+    Returns
+    -------
+    BetaCalibrator
+        Parameters in ``y_prob``'s dtype.
+
+    Notes
+    -----
+    The three-parameter beta map is
+
+    .. math:: q(p) = \Big(1 + \frac{1}{e^{c}\, p^{a} / (1 - p)^{b}}\Big)^{-1},
+
+    i.e. a logistic regression of :math:`y` on the features :math:`\ln p` and
+    :math:`-\ln(1 - p)` with coefficients :math:`a, b` and intercept :math:`c`
+    (unpenalised, float64 Newton). :math:`a, b \ge 0` keeps the map monotone. As in
+    the authors' code (``betacal``): if the fitted :math:`a < 0`, refit with the
+    :math:`\ln p` feature dropped (:math:`a = 0`); else if :math:`b < 0`, refit
+    without :math:`-\ln(1-p)` (:math:`b = 0`). The family contains the identity
+    (:math:`a = b = 1, c = 0`) and, unlike logistic calibration, also non-sigmoid
+    shapes.
+
+    References
+    ----------
+    Kull, M., Silva Filho, T. and Flach, P. (2017). Beta calibration: a well-founded
+    and easily implemented improvement on logistic calibration for binary
+    classifiers. *AISTATS*, PMLR 54, 623-631.
+
+    Examples
+    --------
+    >>> from bayescal.classification import fit_beta
+    >>> cal = fit_beta([0, 0, 1, 0, 1, 1], [0.1, 0.3, 0.4, 0.6, 0.7, 0.9])
+    >>> float(cal.a) >= 0 and float(cal.b) >= 0
+    True
+    >>> [round(v, 3) for v in cal([0.1, 0.5, 0.9]).tolist()]
+    [0.035, 0.5, 0.965]
+    """
+    eps = check_eps(eps)
+    y, p = binary_inputs(y_true, y_prob)
+    _v.check_both_classes(y, "y_true")
+    _no_infinite_logits(p, "y_prob", eps, "beta calibration")
+    pp = np.asarray(p, np.float64)
+    if eps is not None:
+        pp = np.clip(pp, eps, 1 - eps)
+    features = np.column_stack([np.log(pp), -np.log1p(-pp)])
+    t = np.asarray(y, np.float64)
+    theta, converged = _newton_logistic(features, t)
+    a, b, c = theta
+    if a < 0:
+        (b, c), converged = _newton_logistic(features[:, 1:], t)
+        a = 0.0
+    elif b < 0:
+        (a, c), converged = _newton_logistic(features[:, :1], t)
+        b = 0.0
+    if not converged:
+        _warn_not_converged("fit_beta")
+    dt = p.dtype
+    return BetaCalibrator(_as_param(a, dt), _as_param(b, dt), _as_param(c, dt), eps)
+
+
+# --------------------------------------------------------------------------- temperature
+@_pytree(data=("temperature",))
+class TemperatureCalibrator:
+    """Temperature scaling: ``softmax(logits / T)`` (or ``sigmoid(logit / T)``).
+
+    Create it with :func:`fit_temperature`. Calling it on ``[N, C]`` logits gives
+    ``[N, C]`` probabilities; on ``[N]`` binary logits, the probability of class 1.
+
+    Attributes
+    ----------
+    temperature : Array, scalar
+        :math:`T > 0`; :math:`T > 1` softens overconfident predictions.
+    """
+
+    temperature: jax.Array
+
+    def scale(self, logits: Any) -> jax.Array:
+        """The rescaled logits ``logits / T``."""
+        z = _v.as_float_array(logits, "logits")
+        _v.check_ndim(z, "logits", (1, 2))
+        _v.check_finite(z, "logits")
+        return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
+
+    def __call__(self, logits: Any) -> jax.Array:
+        """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
+        z = _v.as_float_array(logits, "logits")
+        _v.check_ndim(z, "logits", (1, 2))
+        _v.check_finite(z, "logits")
+        return _temperature_apply(self.temperature, z)
+
+
+def _temperature_newton(z: np.ndarray, y: np.ndarray, max_iter: int = 100):
+    """Minimise the mean NLL of softmax(beta z) over beta = 1 / T > 0 (float64).
+
+    The NLL is convex in beta, with derivative ``mean(E_q[z] - z_y)`` and second
+    derivative ``mean(Var_q[z])`` under ``q = softmax(beta z)``. Newton steps are
+    safeguarded by a bracket on the sign of the derivative (bisection or doubling when
+    a step leaves it), so the iteration converges globally.
+    """
+    n = z.shape[0]
+    z_true = z[np.arange(n), y]
+
+    def derivatives(beta):
+        s = beta * z
+        s -= s.max(axis=1, keepdims=True)
+        q = np.exp(s)
+        q /= q.sum(axis=1, keepdims=True)
+        mean_z = (q * z).sum(axis=1)
+        var_z = (q * z * z).sum(axis=1) - mean_z**2
+        return float(np.mean(mean_z - z_true)), float(np.mean(np.maximum(var_z, 0.0)))
+
+    g0, _ = derivatives(0.0)
+    if g0 >= 0:
+        raise ValueError(
+            "the logits carry no information about y_true in the direction of the "
+            "labels (the NLL decreases only for negative temperatures); temperature "
+            "scaling cannot help. Check that labels and logit columns match."
+        )
+    if np.all(z_true >= z.max(axis=1)):
+        raise ValueError(
+            "every calibration example has its true class among the largest logits, so "
+            "the NLL keeps decreasing as T -> 0 and there is no finite optimal "
+            "temperature. Use more (or held-out, harder) calibration data."
+        )
+    lo, hi = 0.0, np.inf
+    beta = 1.0
+    for _ in range(max_iter):
+        g, h = derivatives(beta)
+        if g < 0:
+            lo = beta
+        else:
+            hi = beta
+        if abs(g) <= 1e-12 * max(1.0, float(np.mean(np.abs(z_true)))):
+            return beta, True
+        new = beta - g / h if h > 0 else np.nan
+        if not (lo < new < hi):
+            new = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(beta, lo)
+        if abs(new - beta) <= 1e-14 * beta:
+            return new, True
+        beta = new
+    return beta, False
+
+
+def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
+    r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Integer class labels ``0 .. C-1`` for ``[N, C]`` logits, or binary labels for
+        ``[N]`` logits of class 1.
+    logits : array_like, shape [N, C] or [N]
+        Uncalibrated logits (pre-softmax scores) of the calibration set.
+
+    Returns
+    -------
+    TemperatureCalibrator
+        ``temperature`` in ``logits``' dtype.
+
+    Notes
+    -----
+    .. math:: \hat T = \arg\min_{T > 0} -\frac1n \sum_i
+              \log \mathrm{softmax}(z_i / T)_{y_i}.
+
+    With :math:`\beta = 1/T` the objective is convex (a log-sum-exp minus a linear
+    term), so a Newton iteration on :math:`\beta` safeguarded by bisection converges
+    to the global optimum; it runs in float64 on the host. Binary logits are treated
+    as the two-class logits :math:`(0, z_i)`. Temperature scaling keeps the predicted
+    class (and the ranking), so accuracy is unchanged. An error is raised when no
+    positive temperature improves on the uniform forecast, and when every example is
+    classified correctly (the optimum is then :math:`T \to 0`).
+
+    References
+    ----------
+    Guo, C., Pleiss, G., Sun, Y. and Weinberger, K. Q. (2017). On calibration of
+    modern neural networks. *ICML*.
+
+    Examples
+    --------
+    >>> from bayescal.classification import fit_temperature
+    >>> logits = [[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0], [4.0, 0.0, 0.0]]
+    >>> cal = fit_temperature([0, 1, 2, 1], logits)
+    >>> round(float(cal.temperature), 3)
+    2.232
+    >>> cal(logits).shape
+    (4, 3)
+    """
+    z = _v.as_float_array(logits, "logits")
+    _v.check_ndim(z, "logits", (1, 2))
+    _v.check_nonempty(z, "logits")
+    _v.check_finite(z, "logits")
+    if z.ndim == 1:
+        y, z = binary_inputs(y_true, z, prob_name="logits", probabilities=False)
+        _v.check_both_classes(y, "y_true")
+        zz = np.column_stack([np.zeros(z.shape[0]), np.asarray(z, np.float64)])
+        labels = np.asarray(y).astype(np.int64)
+    else:
+        if z.shape[1] < 2:
+            raise ValueError(
+                f"logits must have C >= 2 columns; got shape {tuple(z.shape)}. Pass 1-D "
+                "logits for a binary classifier."
+            )
+        y = _v.check_class_labels(y_true, "y_true", z.shape[1])
+        if y.ndim != 1 or y.shape[0] != z.shape[0]:
+            raise ValueError(
+                f"y_true has shape {tuple(y.shape)} but logits has shape "
+                f"{tuple(z.shape)}; pass one label per row of logits."
+            )
+        zz = np.asarray(z, np.float64)
+        labels = np.asarray(y).astype(np.int64)
+    beta, converged = _temperature_newton(zz, labels)
+    if not converged:
+        warnings.warn(
+            f"fit_temperature did not converge in 100 Newton steps (T = {1 / beta:.6g}).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return TemperatureCalibrator(_as_param(1.0 / beta, z.dtype))
+
+
+# --------------------------------------------------------------------------- one-vs-rest
+_BINARY_FITS: dict[str, Callable[..., Any]] = {
+    "isotonic": fit_isotonic,
+    "platt": fit_platt,
+    "beta": fit_beta,
+    "histogram": fit_histogram_binning,
+}
+
+
+@_pytree(data=("calibrators",))
+class OneVsRestCalibrator:
+    """One binary calibrator per class, outputs renormalised to sum to 1.
+
+    Create it with :func:`fit_one_vs_rest`.
+
+    Attributes
+    ----------
+    calibrators : tuple
+        The ``C`` fitted binary calibrators (class ``k`` vs the rest).
+    """
+
+    calibrators: tuple
+
+    def __call__(self, probs: Any) -> jax.Array:
+        """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
+        p = _v.as_float_array(probs, "probs")
+        if p.ndim != 2 or p.shape[1] != len(self.calibrators):
+            raise ValueError(
+                f"probs must have shape [N, {len(self.calibrators)}] (one column per "
+                f"fitted class); got {tuple(p.shape)}."
+            )
+        _v.check_in_unit_interval(p, "probs", "class probabilities")
+        cols = [cal(p[:, k]) for k, cal in enumerate(self.calibrators)]
+        q = jnp.stack(cols, axis=1).astype(p.dtype)
+        total = jnp.sum(q, axis=1, keepdims=True)
+        uniform = jnp.full_like(q, 1.0 / q.shape[1])
+        return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
+
+
+def fit_one_vs_rest(
+    y_true: Any, probs: Any, *, method: str = "isotonic", **options: Any
+) -> OneVsRestCalibrator:
+    r"""Calibrate each class one-vs-rest with a binary calibrator, then renormalise.
+
+    Parameters
+    ----------
+    y_true : array_like of int, shape [N]
+        Class labels in ``0 .. C-1``.
+    probs : array_like, shape [N, C]
+        Predicted class probabilities (rows sum to 1).
+    method : {"isotonic", "platt", "beta", "histogram"}, default "isotonic"
+        Binary calibrator fitted to :math:`(1[y_i = k], p_{ik})` for each class.
+    **options
+        Passed to the binary fit (e.g. ``bins=`` for histogram, ``eps=`` for beta).
+
+    Returns
+    -------
+    OneVsRestCalibrator
+
+    Notes
+    -----
+    :math:`\tilde p_{ik} = C_k(p_{ik}) / \sum_j C_j(p_{ij})` (Zadrozny & Elkan 2002,
+    Sec. 5.2; scikit-learn's ``CalibratedClassifierCV`` does the same). When every
+    class is calibrated to 0 for a row, the row becomes uniform ``1/C``. Every class
+    needs positive and negative examples in the calibration set for the parametric
+    methods.
+
+    References
+    ----------
+    Zadrozny, B. and Elkan, C. (2002). Transforming classifier scores into accurate
+    multiclass probability estimates. *KDD*, 694-699.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.classification import fit_one_vs_rest
+    >>> probs = np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.1, 0.2, 0.7],
+    ...                   [0.5, 0.4, 0.1], [0.3, 0.3, 0.4], [0.2, 0.6, 0.2]])
+    >>> cal = fit_one_vs_rest([0, 1, 2, 1, 2, 0], probs, method="isotonic")
+    >>> out = cal(probs)
+    >>> out.shape, bool(np.allclose(out.sum(axis=1), 1.0))
+    ((6, 3), True)
+    """
+    fit = _BINARY_FITS.get(method) if isinstance(method, str) else None
+    if fit is None:
+        opts = ", ".join(repr(m) for m in _BINARY_FITS)
+        raise ValueError(f"method must be one of {opts}; got {method!r}.")
+    y, p = multiclass_inputs(y_true, probs)
+    calibrators = []
+    for k in range(p.shape[1]):
+        yk = (y == k).astype(p.dtype)
+        try:
+            calibrators.append(fit(yk, p[:, k], **options))
+        except ValueError as err:
+            raise ValueError(f"class {k}: {err}") from err
+    return OneVsRestCalibrator(tuple(calibrators))

@@ -1,0 +1,144 @@
+"""Input handling shared by the classification functions (private).
+
+Everything goes through :mod:`bayescal._src.validation`: shapes and dtypes are always
+checked, values only when concrete (so the public functions still trace under
+``jax.jit`` and ``jax.vmap``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayescal._src import validation as _v
+from bayescal.core import freedman_diaconis_edges
+
+STRATEGIES = ("uniform", "quantile")
+
+
+def binary_inputs(
+    y_true: Any, y_prob: Any, *, prob_name: str = "y_prob", probabilities: bool = True
+) -> tuple[jax.Array, jax.Array]:
+    """Validate 1-D binary labels and matching predictions; labels get ``y_prob``'s dtype.
+
+    ``probabilities=False`` accepts any finite real scores (logits, margins).
+    """
+    p = _v.as_float_array(y_prob, prob_name)
+    _v.check_ndim(p, prob_name, 1)
+    _v.check_nonempty(p, prob_name)
+    y = _v.as_float_array(y_true, "y_true")
+    _v.check_ndim(y, "y_true", 1)
+    _v.check_same_shape(y_true=y, **{prob_name: p})
+    _v.check_binary_labels(y, "y_true")
+    if probabilities:
+        _v.check_in_unit_interval(p, prob_name, "predicted probabilities")
+    else:
+        _v.check_finite(p, prob_name)
+    return y.astype(p.dtype), p
+
+
+def observation_weights(weights: Any, like: jax.Array) -> jax.Array | None:
+    """Optional nonnegative weights, one per observation, in ``like``'s dtype."""
+    if weights is None:
+        return None
+    w = _v.as_float_array(weights, "weights").astype(like.dtype)
+    _v.check_same_shape(y_prob=like, weights=w)
+    _v.check_nonnegative(w, "weights")
+    if _v.is_concrete(w) and not np.any(np.asarray(w) > 0):
+        raise ValueError("weights are all 0; at least one observation needs weight > 0.")
+    return w
+
+
+class Bins(NamedTuple):
+    """Resolved binning: a static bin count and either edges or a strategy."""
+
+    num_bins: int
+    edges: jax.Array | None  # None: computed in the kernel from the strategy
+    strategy: str
+
+
+def resolve_bins(bins: Any, strategy: str, p: jax.Array) -> Bins:
+    """Turn the user's ``bins`` / ``strategy`` into a :class:`Bins`.
+
+    ``bins`` is an int (with ``strategy``), an array of edges, or ``"fd"`` (resolved
+    here, eagerly, to Freedman-Diaconis edges on [0, 1]).
+    """
+    _v.check_choice(strategy, "strategy", STRATEGIES)
+    if isinstance(bins, str):
+        if bins != "fd":
+            raise ValueError(
+                f"bins must be an int, an array of bin edges or 'fd' "
+                f"(Freedman-Diaconis); got the string {bins!r}."
+            )
+        if strategy != "uniform":
+            raise ValueError(
+                "strategy='quantile' needs an int number of bins; bins='fd' already "
+                "fixes the edges. Drop strategy or pass bins as an int."
+            )
+        if not _v.is_concrete(p):
+            raise TypeError(
+                "bins='fd' chooses the edges from the data, which needs concrete values; "
+                "under jax.jit or jax.vmap compute the edges first with "
+                "bayescal.core.freedman_diaconis_edges(y_prob) and pass them as bins."
+            )
+        edges = jnp.asarray(freedman_diaconis_edges(np.asarray(p)), dtype=p.dtype)
+        return Bins(int(edges.shape[0]) - 1, edges, "edges")
+    if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
+        num = _v.check_positive_int(bins, "bins")
+        return Bins(num, None, strategy)
+    if isinstance(bins, bool) or bins is None or isinstance(bins, float):
+        raise TypeError(
+            f"bins must be an int, an array of bin edges or 'fd'; got "
+            f"{type(bins).__name__} {bins!r}."
+        )
+    edges = _v.as_float_array(bins, "bins").astype(p.dtype)
+    _v.check_edges(edges, "bins")
+    if strategy != "uniform":
+        raise ValueError(
+            "strategy='quantile' needs an int number of bins; explicit edges already "
+            "fix the bins. Drop strategy or pass bins as an int."
+        )
+    return Bins(int(edges.shape[0]) - 1, edges, "edges")
+
+
+def multiclass_inputs(y_true: Any, probs: Any) -> tuple[jax.Array, jax.Array]:
+    """Integer labels ``[N]`` and class probabilities ``[N, C]`` (rows sum to 1)."""
+    p = _v.as_float_array(probs, "probs")
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ValueError(
+            f"probs must be 2-D [N, C] class probabilities with C >= 2; got shape "
+            f"{tuple(p.shape)}. For one probability per observation use the binary "
+            "functions."
+        )
+    _v.check_nonempty(p, "probs")
+    y = _v.check_class_labels(y_true, "y_true", p.shape[1])
+    if y.ndim != 1 or y.shape[0] != p.shape[0]:
+        raise ValueError(
+            f"y_true has shape {tuple(y.shape)} but probs has shape {tuple(p.shape)}; "
+            "pass one integer label per row of probs."
+        )
+    _v.check_in_unit_interval(p, "probs", "class probabilities")
+    if _v.is_concrete(p):
+        tol = 1e-4 if p.dtype == jnp.float32 else 1e-8
+        dev = np.abs(np.asarray(p, np.float64).sum(axis=1) - 1.0)
+        if dev.max() > tol * p.shape[1]:
+            raise ValueError(
+                f"probs rows must sum to 1; the worst row sums to "
+                f"{1.0 + dev.max():.6g} (off by {dev.max():.3g}). Normalise the rows "
+                "(e.g. with a softmax of the logits)."
+            )
+    return y, p
+
+
+def check_eps(eps: Any) -> float | None:
+    """Optional clipping constant: ``None`` or a float in (0, 0.5)."""
+    if eps is None:
+        return None
+    if isinstance(eps, bool) or not isinstance(eps, int | float | np.floating):
+        raise TypeError(f"eps must be None or a float in (0, 0.5); got {eps!r}.")
+    if not 0 < float(eps) < 0.5:
+        raise ValueError(f"eps must be None or a float in (0, 0.5); got {eps!r}.")
+    return float(eps)

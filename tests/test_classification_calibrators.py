@@ -1,0 +1,376 @@
+"""Calibrators: reference values, held-out improvement, pytrees under jit/vmap,
+cross-calibration and save/load round trips."""
+
+import functools
+import os
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.optimize
+import scipy.special
+from sklearn.calibration import CalibratedClassifierCV, _sigmoid_calibration
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import GaussianNB
+
+from bayescal.classification import (
+    BetaCalibrator,
+    HistogramBinningCalibrator,
+    IsotonicCalibrator,
+    OneVsRestCalibrator,
+    PlattCalibrator,
+    TemperatureCalibrator,
+    cross_calibrate,
+    expected_calibration_error,
+    fit_beta,
+    fit_histogram_binning,
+    fit_isotonic,
+    fit_one_vs_rest,
+    fit_platt,
+    fit_temperature,
+    load_calibrator,
+    marginal_calibration_error,
+    save_calibrator,
+)
+from tests.conftest import X64
+
+DTYPE = np.float64 if X64 else np.float32
+
+
+def _overconfident(seed, n):
+    """True p = sigmoid(z); the classifier reports sigmoid(3 z) (overconfident)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 1.5, size=n)
+    y = (rng.uniform(size=n) < scipy.special.expit(z)).astype(DTYPE)
+    return y, scipy.special.expit(3 * z).astype(DTYPE), (3 * z).astype(DTYPE)
+
+
+# --- Platt ---
+def test_platt_reproduces_platts_example():
+    # Platt (1999), also scikit-learn 1.9 tests/test_calibration.py::test_sigmoid_calibration:
+    # F = [5, -4, 1], y = [1, -1, -1] -> A = -0.20261, B = 0.65236 (libsvm, stopped at
+    # gradient ~5e-6). The exact optimum, checked here by scipy and by the gradient,
+    # is A = -0.2026145, B = 0.6523666: within 4e-6 of the published values.
+    cal = fit_platt([1, 0, 0], np.array([5.0, -4.0, 1.0], DTYPE), input="score")
+    np.testing.assert_allclose([cal.a, cal.b], [-0.20261, 0.65236], atol=1e-5)
+    f, t = np.array([5.0, -4.0, 1.0]), np.array([2 / 3, 1 / 4, 1 / 4])
+
+    def loss(ab):
+        z = ab[0] * f + ab[1]
+        return np.sum(np.logaddexp(0, z) - (1 - t) * z)
+
+    ref = scipy.optimize.minimize(
+        loss, [0.0, 0.0], method="BFGS", options={"gtol": 1e-12}
+    ).x
+    np.testing.assert_allclose([cal.a, cal.b], ref, atol=1e-7 if X64 else 1e-6)
+    a, b = _sigmoid_calibration(f, np.array([1, 0, 0]))
+    np.testing.assert_allclose([cal.a, cal.b], [a, b], atol=1e-6)
+
+
+def test_platt_matches_sklearn_sigmoid_calibration(rng):
+    # reference: scikit-learn 1.9 sklearn.calibration._sigmoid_calibration (LBFGS)
+    score = rng.normal(size=500) * 2
+    y = (rng.uniform(size=500) < scipy.special.expit(0.7 * score - 0.3)).astype(int)
+    cal = fit_platt(y, score.astype(DTYPE), input="score")
+    a, b = _sigmoid_calibration(score, y)
+    np.testing.assert_allclose([cal.a, cal.b], [a, b], rtol=1e-4, atol=1e-5)
+    # input="prob" is the same fit on the logits of the probabilities
+    p = scipy.special.expit(score).astype(DTYPE)
+    calp = fit_platt(y, p)
+    np.testing.assert_allclose([calp.a, calp.b], [a, b], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(calp(p), cal(score.astype(DTYPE)), rtol=1e-4, atol=1e-6)
+    # hard labels: plain maximum likelihood, like unpenalised logistic regression
+    hard = fit_platt(y, score.astype(DTYPE), input="score", soft_labels=False)
+    lr = LogisticRegression(C=np.inf, tol=1e-12, max_iter=1000).fit(score[:, None], y)
+    np.testing.assert_allclose(
+        [-hard.a, -hard.b], [lr.coef_[0, 0], lr.intercept_[0]], rtol=1e-4
+    )
+
+
+def test_platt_keeps_calibrated_probabilities_nearly_unchanged(rng):
+    p = rng.uniform(0.02, 0.98, size=4000).astype(DTYPE)
+    y = (rng.uniform(size=4000) < p).astype(DTYPE)
+    cal = fit_platt(y, p, soft_labels=False)
+    assert abs(float(cal.a) + 1) < 0.1 and abs(float(cal.b)) < 0.1
+
+
+# --- isotonic vs scikit-learn 1.9 IsotonicRegression(out_of_bounds="clip") ---
+def test_isotonic_matches_sklearn_including_ties(rng):
+    score = (rng.integers(0, 40, size=700) / 40 + 0.1).astype(DTYPE)  # many ties
+    y = (rng.uniform(size=700) < score - 0.1).astype(DTYPE)
+    cal = fit_isotonic(y, score)
+    ref = IsotonicRegression(out_of_bounds="clip").fit(score, y)
+    new = np.concatenate(
+        [rng.uniform(-0.2, 1.3, size=300), np.unique(score), [score.min(), score.max()]]
+    ).astype(DTYPE)
+    tol = 1e-12 if X64 else 1e-6
+    np.testing.assert_allclose(cal(new), ref.predict(new), atol=tol)
+    np.testing.assert_allclose(cal(score), ref.predict(score), atol=tol)
+    assert cal.thresholds.shape == (np.unique(score).size,)
+    # single distinct score: constant calibrator
+    const = fit_isotonic([0, 1, 1], np.full(3, 0.4, DTYPE))
+    np.testing.assert_allclose(
+        const(np.array([0.0, 1.0], DTYPE)), [2 / 3, 2 / 3], rtol=1e-6
+    )
+
+
+# --- histogram binning, beta, temperature: reference values ---
+def test_histogram_binning_values_and_empty_bins():
+    y = np.array([0, 1, 1, 0, 1], DTYPE)
+    p = np.array([0.05, 0.15, 0.12, 0.95, 0.91], DTYPE)
+    cal = fit_histogram_binning(y, p, bins=4)
+    np.testing.assert_allclose(cal.values, [2 / 3, 0.375, 0.625, 0.5], rtol=1e-6)
+    out = cal(np.array([0.0, 0.3, 0.6, 1.0], DTYPE))
+    np.testing.assert_allclose(out, [2 / 3, 0.375, 0.625, 0.5], rtol=1e-6)
+    q = fit_histogram_binning(y, p, bins=2, strategy="quantile")
+    assert q.edges.shape == (3,) and float(q.edges[0]) == float(p.min())
+
+
+def _beta_reference(y, p):
+    """The betacal (Kull et al. 2017) fitting logic with scikit-learn 1.9 LogisticRegression."""
+    x = np.column_stack([np.log(p), -np.log1p(-p)])
+
+    def lr(features):
+        m = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10_000).fit(features, y)
+        return m.coef_[0], m.intercept_[0]
+
+    coef, c = lr(x)
+    if coef[0] < 0:
+        (b,), c = lr(x[:, 1:])
+        return 0.0, b, c
+    if coef[1] < 0:
+        (a,), c = lr(x[:, :1])
+        return a, 0.0, c
+    return coef[0], coef[1], c
+
+
+@pytest.mark.parametrize("shape", ["both", "drop_a"])
+def test_beta_matches_reference_fit(rng, shape):
+    p = rng.uniform(0.01, 0.99, size=800)
+    if shape == "both":
+        truth = scipy.special.expit(1.8 * np.log(p) - 0.6 * np.log1p(-p) + 0.2)
+    else:  # decreasing in log p: a < 0 at first, refit with a = 0
+        truth = scipy.special.expit(-0.3 * np.log(p) - 1.5 * np.log1p(-p) - 1.0)
+    y = (rng.uniform(size=800) < truth).astype(int)
+    ref = _beta_reference(y, p)
+    cal = fit_beta(y, p.astype(DTYPE))
+    np.testing.assert_allclose([cal.a, cal.b, cal.c], ref, rtol=2e-4, atol=2e-5)
+    if shape == "drop_a":
+        assert float(cal.a) == 0.0
+    assert float(cal.a) >= 0 and float(cal.b) >= 0
+
+
+def test_temperature_matches_scalar_minimisation(rng):
+    z = rng.normal(size=(600, 5)) * 3
+    probs = scipy.special.softmax(z / 3, axis=1)  # truth: T = 3
+    y = np.array([rng.choice(5, p=row) for row in probs])
+    cal = fit_temperature(y, z.astype(DTYPE))
+
+    def nll(t):
+        return -np.mean(scipy.special.log_softmax(z / t, axis=1)[np.arange(600), y])
+
+    ref = scipy.optimize.minimize_scalar(
+        nll, bounds=(0.1, 20), method="bounded", options={"xatol": 1e-10}
+    ).x
+    np.testing.assert_allclose(cal.temperature, ref, rtol=1e-5)
+    assert 2.4 < float(cal.temperature) < 3.8
+    out = cal(z.astype(DTYPE))
+    np.testing.assert_allclose(out, scipy.special.softmax(z / ref, axis=1), atol=1e-5)
+    np.testing.assert_array_equal(np.argmax(out, 1), np.argmax(z, 1))  # accuracy kept
+
+
+# --- held-out improvement on an overconfident classifier (fixed seed) ---
+def test_calibrators_improve_heldout_ece():
+    y_cal, p_cal, z_cal = _overconfident(0, 5000)
+    y_test, p_test, z_test = _overconfident(1, 5000)
+    before = float(expected_calibration_error(y_test, p_test))
+    assert before > 0.08  # sigmoid(3 z) is far from sigmoid(z)
+    fitted = {
+        "platt": fit_platt(y_cal, p_cal)(p_test),
+        "isotonic": fit_isotonic(y_cal, p_cal)(p_test),
+        "histogram": fit_histogram_binning(y_cal, p_cal, bins=15)(p_test),
+        "beta": fit_beta(y_cal, p_cal, eps=1e-7)(p_test),
+        "temperature": fit_temperature(y_cal, z_cal)(z_test),
+    }
+    for name, p_new in fitted.items():
+        after = float(expected_calibration_error(y_test, p_new))
+        # held-out ECE of a calibrated forecast with 5000 points is ~0.01-0.02
+        assert after < 0.3 * before, (name, before, after)
+    temp = fit_temperature(y_cal, z_cal)
+    assert abs(float(temp.temperature) - 3) < 0.3
+    platt = fit_platt(y_cal, p_cal)
+    assert abs(float(platt.a) + 1 / 3) < 0.05  # logit(p) = 3 z, so A ~ -1/3
+
+
+def test_one_vs_rest_renormalises_and_improves(rng):
+    def data(seed, n):
+        r = np.random.default_rng(seed)
+        z = r.normal(size=(n, 3)) * 1.5
+        truth = scipy.special.softmax(z, axis=1)
+        y = np.array([r.choice(3, p=row) for row in truth])
+        return y, scipy.special.softmax(3 * z, axis=1).astype(DTYPE)
+
+    y_cal, p_cal = data(2, 3000)
+    y_test, p_test = data(3, 3000)
+    before = float(marginal_calibration_error(y_test, p_test))
+    for method, options in [
+        ("isotonic", {}),
+        ("platt", {"eps": 1e-7}),
+        ("beta", {"eps": 1e-7}),
+        ("histogram", {"bins": 10}),
+    ]:
+        cal = fit_one_vs_rest(y_cal, p_cal, method=method, **options)
+        out = np.asarray(cal(p_test))
+        np.testing.assert_allclose(out.sum(1), 1.0, rtol=1e-5)
+        assert float(marginal_calibration_error(y_test, out)) < 0.6 * before, method
+    # a row whose classes are all calibrated to 0 becomes uniform
+    zero = OneVsRestCalibrator(
+        tuple(IsotonicCalibrator(jnp.zeros(1), jnp.zeros(1)) for _ in range(3))
+    )
+    np.testing.assert_allclose(zero(p_test[:2]), np.full((2, 3), 1 / 3), rtol=1e-6)
+
+
+# --- pytrees: jit, vmap, dtype ---
+def _all_calibrators():
+    y, p, z = _overconfident(4, 400)
+    zz = np.column_stack([np.zeros_like(z), z]).astype(DTYPE)
+    labels = np.asarray(y, int)
+    return {
+        "platt": (fit_platt(y, p), p),
+        "platt_score": (fit_platt(y, z, input="score"), z),
+        "isotonic": (fit_isotonic(y, p), p),
+        "histogram": (fit_histogram_binning(y, p, bins=7, strategy="quantile"), p),
+        "beta": (fit_beta(y, p, eps=1e-6), p),
+        "temperature": (fit_temperature(labels, zz), zz),
+        "temperature_binary": (fit_temperature(y, z), z),
+        "one_vs_rest": (
+            fit_one_vs_rest(labels, scipy.special.softmax(zz, axis=1).astype(DTYPE)),
+            scipy.special.softmax(zz, axis=1).astype(DTYPE),
+        ),
+    }
+
+
+def test_calibrators_work_inside_jit_and_keep_dtype():
+    for name, (cal, x) in _all_calibrators().items():
+        eager = cal(x)
+        jitted = jax.jit(lambda c, s: c(s))(cal, jnp.asarray(x))
+        np.testing.assert_allclose(jitted, eager, rtol=1e-6, err_msg=name)
+        assert eager.dtype == x.dtype, name
+        leaves = jax.tree_util.tree_leaves(cal)
+        assert leaves and all(isinstance(leaf, jax.Array) for leaf in leaves), name
+
+
+def test_stacked_calibrators_vmap_like_a_loop(rng):
+    y, p, _ = _overconfident(5, 300)
+    cals = [fit_platt(y[i::3], p[i::3]) for i in range(3)]
+    stacked = jax.tree_util.tree_map(lambda *leaves: jnp.stack(leaves), *cals)
+    out = jax.vmap(lambda c, s: c(s), in_axes=(0, None))(stacked, jnp.asarray(p))
+    for i, c in enumerate(cals):
+        np.testing.assert_allclose(out[i], c(p), rtol=1e-6)
+    assert isinstance(stacked, PlattCalibrator) and stacked.input == "prob"
+
+
+# --- save / load: exact round trip for every type, never pickle ---
+def test_save_load_round_trip_every_calibrator(tmp_path):
+    seen = set()
+    for name, (cal, x) in _all_calibrators().items():
+        path = os.path.join(tmp_path, f"{name}.npz")
+        save_calibrator(cal, path)
+        back = load_calibrator(path)
+        assert type(back) is type(cal)
+        seen.add(type(cal))
+        a_leaves, a_def = jax.tree_util.tree_flatten(cal)
+        b_leaves, b_def = jax.tree_util.tree_flatten(back)
+        assert a_def == b_def, name  # same classes and option (meta) fields
+        for a, b in zip(a_leaves, b_leaves, strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape, name
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), name  # bitwise
+        np.testing.assert_array_equal(back(x), cal(x))
+    assert seen == {
+        PlattCalibrator,
+        IsotonicCalibrator,
+        HistogramBinningCalibrator,
+        BetaCalibrator,
+        TemperatureCalibrator,
+        OneVsRestCalibrator,
+    }
+
+
+def test_load_refuses_pickled_content_and_foreign_files(tmp_path):
+    evil = os.path.join(tmp_path, "evil.npz")
+    np.savez(evil, __spec__=np.array([{"type": "PlattCalibrator"}], dtype=object))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        load_calibrator(evil)
+    other = os.path.join(tmp_path, "other.npz")
+    np.savez(other, a=np.ones(3))
+    with pytest.raises(ValueError, match="not a bayescal calibrator file"):
+        load_calibrator(other)
+    with pytest.raises(TypeError, match="save_calibrator saves bayescal calibrators"):
+        save_calibrator(object(), os.path.join(tmp_path, "x.npz"))
+
+
+# --- cross-calibration vs scikit-learn 1.9 CalibratedClassifierCV ---
+def _gnb_fit_predict(x_train, y_train, x_eval):
+    return GaussianNB().fit(x_train, y_train).predict_proba(x_eval)[:, 1]
+
+
+@pytest.mark.parametrize("strategy, ensemble", [("per_fold", True), ("pooled", False)])
+def test_cross_calibrate_matches_sklearn_calibrated_classifier_cv(rng, strategy, ensemble):
+    # GaussianNB has no decision_function, so sklearn calibrates predict_proba[:, 1]
+    # like we do; the same folds are passed to both.
+    x = rng.normal(size=(400, 3))
+    y = (rng.uniform(size=400) < scipy.special.expit(x @ [1.5, -1.0, 0.5])).astype(int)
+    x_new = rng.normal(size=(50, 3))
+    fold = np.arange(400) % 4
+    splits = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # float64 scores -> float32
+        res = cross_calibrate(
+            _gnb_fit_predict, x, y, strategy=strategy, folds=fold, X_new=x_new
+        )
+        ours = res.predict_proba(x_new)
+    ref = CalibratedClassifierCV(
+        GaussianNB(), method="isotonic", cv=splits, ensemble=ensemble
+    ).fit(x, y)
+    expected = ref.predict_proba(x_new)[:, 1]
+    tol = 1e-10 if X64 else 2e-6
+    np.testing.assert_allclose(ours, expected, atol=tol)
+    np.testing.assert_allclose(res.new_proba, expected, atol=tol)  # no refit path
+    assert len(res.calibrators) == (4 if strategy == "per_fold" else 1)
+
+
+def test_cross_calibrate_stratified_folds_and_callable_method(rng):
+    x = rng.normal(size=(120, 2))
+    y = (x[:, 0] + rng.normal(size=120) > 0).astype(int)
+    res = cross_calibrate(
+        _gnb_fit_predict,
+        x.astype(DTYPE),
+        y,
+        method=functools.partial(fit_platt, eps=1e-7),
+        num_folds=3,
+        seed=1,
+    )
+    counts = np.array(
+        [[np.sum((res.fold == k) & (y == c)) for c in (0, 1)] for k in range(3)]
+    )
+    assert np.ptp(counts, axis=0).max() <= 1  # stratified, balanced
+    assert all(isinstance(c, PlattCalibrator) for c in res.calibrators)
+    res2 = cross_calibrate(_gnb_fit_predict, x.astype(DTYPE), y, num_folds=3, seed=1)
+    np.testing.assert_array_equal(res.fold, res2.fold)  # seeded
+
+
+def test_separable_data_warn_instead_of_silent_garbage():
+    score = np.array([-2.0, -1.0, 1.0, 2.0], DTYPE)
+    y = np.array([0, 0, 1, 1])
+    with pytest.warns(RuntimeWarning, match="separable"):
+        fit_platt(y, score, input="score", soft_labels=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Platt's soft labels keep the fit finite
+        cal = fit_platt(y, score, input="score")
+    assert np.isfinite(float(cal.a)) and float(cal.a) < 0
+    logits = np.array([[3.0, 0.0], [0.0, 3.0], [2.0, 0.0]], DTYPE)
+    with pytest.raises(ValueError, match="no finite optimal temperature"):
+        fit_temperature([0, 1, 0], logits)
