@@ -14,6 +14,8 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+# Benchmark the checkout these files live in, not another installed (editable) copy.
+sys.path.insert(0, str(HERE.parent))
 
 from _common import print_table  # noqa: E402
 
