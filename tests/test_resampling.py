@@ -118,12 +118,6 @@ def test_engine_jit_equals_eager_vmap_equals_loop_and_batching_is_invisible(rng)
     # the batch size changes the memory use, not the replicates (same key per replicate)
     small = core.bootstrap(_mean, x[0], key=keys[0], num_samples=64, batch_size=5)
     np.testing.assert_allclose(small.samples, eager[0].samples, rtol=1e-6, atol=1e-7)
-    # null simulations too
-    sim = lambda k: jax.random.normal(k, (20,), FLOAT)  # noqa: E731
-    nul = lambda o, k: core.null_pvalue(_mean, o, sim, key=k, num_samples=99).pvalue  # noqa: E731
-    obs = jnp.asarray([0.1, 0.3, 0.5], FLOAT)
-    loop = jnp.stack([nul(obs[i], keys[i]) for i in range(3)])
-    np.testing.assert_allclose(jax.vmap(nul)(obs, keys), loop)
 
 
 def test_null_pvalue_formula_and_uniformity_under_the_null():
@@ -135,10 +129,15 @@ def test_null_pvalue_formula_and_uniformity_under_the_null():
     # fixed seed (the grid step 1/200 is far below the KS tolerance at 400 p-values).
     data_keys = jax.random.split(jax.random.key(7), 400)
     observed = jax.vmap(lambda k: _mean(sim(k)))(data_keys)
+    keys = jax.random.split(jax.random.key(8), 400)
     pv = jax.vmap(
         lambda o, k: core.null_pvalue(_mean, o, sim, key=k, num_samples=199).pvalue
-    )(observed, jax.random.split(jax.random.key(8), 400))
+    )(observed, keys)
     assert scipy.stats.kstest(np.asarray(pv), "uniform").pvalue > 0.01
+    # vmap == loop
+    for i in range(3):
+        one = core.null_pvalue(_mean, observed[i], sim, key=keys[i], num_samples=199)
+        np.testing.assert_allclose(pv[i], one.pvalue)
 
 
 def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalibration():
@@ -387,21 +386,51 @@ def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
         assert 0.912 <= cover <= 0.988, cover
 
 
-@pytest.mark.parametrize("n", [300, 5000])
+def _numpy_curves(u, levels, weights):
+    """Weighted ECDFs of u at the levels, one row per weight vector (reference)."""
+    below = u[None, :, None] <= levels[None, None, :]
+    return np.einsum("bn,bnl->bl", weights, below) / weights.sum(axis=1, keepdims=True)
+
+
 @pytest.mark.parametrize("method", ["plain", "bayesian"])
-def test_count_bootstrap_has_the_engine_distribution(n, method):
-    # bootstrap_calibration_error draws per observation (small n) or per level cell
-    # (n = 5000 > 40 * 100): either way the same distribution as the engine resampling
-    # observations. Two-sample KS at a fixed seed, 500 replicates each.
+def test_count_bootstrap_small_n_reproduces_the_engine_draws(method):
+    # For small n, bootstrap_calibration_error draws per observation with the engine's
+    # own keys: replicate b uses bootstrap_indices / bayesian_bootstrap_weights of
+    # split(key, B)[b]. Reference: numpy ECDFs of the resampled / weighted data.
+    n, b = 300, 200
     u = _shifted_pit(jax.random.key(16), n)
-    b = 500
+    key = jax.random.key(17)
+    fast = reg.bootstrap_calibration_error(u, key=key, method=method, num_samples=b)
+    levels = np.asarray(reg.calibration_curve(u).expected)
+    if method == "plain":
+        idx = np.asarray(core.bootstrap_indices(key, n, b))
+        w = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
+    else:
+        w = np.asarray(core.bayesian_bootstrap_weights(key, n, b, dtype=FLOAT), float)
+    ref = np.abs(_numpy_curves(np.asarray(u), levels, w) - levels).mean(axis=1)
+    np.testing.assert_allclose(fast.samples, ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fast.estimate, reg.calibration_error(u), rtol=1e-6)
+    curve = reg.bootstrap_calibration_curve(u, key=key, method=method, num_samples=b)
+    np.testing.assert_allclose(curve.observed, reg.calibration_curve(u).observed)
+    lo, hi = np.quantile(_numpy_curves(np.asarray(u), levels, w), [0.025, 0.975], axis=0)
+    np.testing.assert_allclose(curve.lower, lo, atol=1e-6)
+    np.testing.assert_allclose(curve.upper, hi, atol=1e-6)
+    assert curve.lower.dtype == FLOAT and fast.samples.dtype == FLOAT
+
+
+@pytest.mark.parametrize("method", ["plain", "bayesian"])
+def test_count_bootstrap_large_n_has_the_engine_distribution(method):
+    # For n = 5000 > 40 * 100 levels, bootstrap_calibration_error draws per level cell
+    # (multinomial or Dirichlet(counts) draws): the same distribution as the engine
+    # resampling observations. Two-sample KS at a fixed seed, 500 replicates each.
+    n, b = 5000, 500
+    u = _shifted_pit(jax.random.key(16), n)
     fast = reg.bootstrap_calibration_error(
         u, key=jax.random.key(17), method=method, num_samples=b
     )
     metric = reg.calibration_error if method == "plain" else _weighted_mace
     ref = core.bootstrap(metric, u, key=jax.random.key(18), method=method, num_samples=b)
     np.testing.assert_allclose(fast.estimate, ref.estimate, rtol=1e-5)
-    np.testing.assert_allclose(fast.estimate, reg.calibration_error(u), rtol=1e-6)
     ks = scipy.stats.ks_2samp(np.asarray(fast.samples), np.asarray(ref.samples))
     assert ks.pvalue > 0.001, ks
     curve = reg.bootstrap_calibration_curve(
@@ -409,7 +438,6 @@ def test_count_bootstrap_has_the_engine_distribution(n, method):
     )
     np.testing.assert_allclose(curve.observed, reg.calibration_curve(u).observed)
     assert bool(jnp.all(curve.lower <= curve.upper))
-    assert curve.lower.dtype == FLOAT and fast.samples.dtype == FLOAT
 
 
 # ------------------------------------------------------------------ bad input
@@ -479,6 +507,11 @@ U = np.linspace(0.01, 0.99, 20)
             lambda: core.bootstrap(_mean, U, key=KEY, batch_size=0),
             ValueError,
             "batch_size must be an int >= 1",
+        ),
+        (
+            lambda: core.bootstrap(_mean, U, key=KEY, method="bayesian"),
+            TypeError,
+            "does not take them",
         ),
         (
             lambda: core.bayesian_bootstrap_weights(KEY, 5, 3, dtype=jnp.int32),

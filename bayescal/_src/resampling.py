@@ -369,13 +369,21 @@ def bootstrap(
     if batch_size is None:
         per = sum(int(np.prod(a.shape)) for a in data)
         batch_size = default_batch_size(per, num_samples)
-    kernel = _bootstrap_kernel
-    if not _hashable(metric):
-        kernel = jax.jit(
-            functools.partial(_bootstrap_impl, metric), static_argnums=(3, 4, 5)
-        )
-        return kernel(data, key, level, num_samples, method, batch_size)
-    return kernel(metric, data, key, level, num_samples, method, batch_size)
+    try:
+        if not _hashable(metric):
+            kernel = jax.jit(
+                functools.partial(_bootstrap_impl, metric), static_argnums=(3, 4, 5)
+            )
+            return kernel(data, key, level, num_samples, method, batch_size)
+        return _bootstrap_kernel(metric, data, key, level, num_samples, method, batch_size)
+    except TypeError as err:
+        if method == "bayesian" and "weights" in str(err):
+            raise TypeError(
+                "method='bayesian' calls metric(*arrays, weights=w) with Dirichlet "
+                f"weights, but the metric does not take them ({err}). Give it a "
+                "`weights` keyword (observation weights), or use method='plain'."
+            ) from err
+        raise
 
 
 def bootstrap_indices(key: jax.Array, n: int, num_samples: int) -> jax.Array:
