@@ -152,15 +152,11 @@ def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalib
             lambda p, k: reg.miscalibration_area_test(p, key=k, num_samples=199),
             reg.miscalibration_area,
         ),
-        "grid_area": (
-            lambda p, k: reg.miscalibration_area_test(
-                p, key=k, num_samples=199, num_levels=50, kind="interval"
-            ),
-            lambda p: reg.miscalibration_area(p, num_levels=50, kind="interval"),
-        ),
         "mace": (
-            lambda p, k: reg.calibration_error_test(p, key=k, num_samples=199),
-            reg.calibration_error,
+            lambda p, k: reg.calibration_error_test(
+                p, key=k, num_samples=199, kind="interval", num_levels=50
+            ),
+            lambda p: reg.calibration_error(p, kind="interval", num_levels=50),
         ),
         "ks": (
             lambda p, k: reg.pit_null_test(_ks_statistic, p, key=k, num_samples=199),
@@ -179,6 +175,10 @@ def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalib
             np.testing.assert_allclose(
                 res.statistic[i], metric(u[i]), rtol=1e-5, err_msg=name
             )
+    # the grid version of the area test
+    grid = reg.miscalibration_area_test(u[r], key=keys[0], num_samples=19, num_levels=50)
+    np.testing.assert_allclose(grid.statistic, reg.miscalibration_area(u[r], num_levels=50))
+    assert float(grid.pvalue) == pytest.approx(1 / 20)
 
 
 def _ks_statistic(p):

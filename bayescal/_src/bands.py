@@ -85,11 +85,12 @@ def _check_counts(count: ArrayLike, name: str) -> jax.Array:
     _v.check_finite(c, name)
     if _v.is_concrete(c):
         arr = np.asarray(c)
-        if (arr < 0).any() or (arr != np.round(arr)).any():
+        fractional = arr[arr != np.round(arr)]
+        if (arr < 0).any() or fractional.size:
+            got = f"min {arr.min()!r}" if (arr < 0).any() else f"{fractional[:3].tolist()}"
             raise ValueError(
                 f"{name} must hold nonnegative whole numbers (counts of observations); "
-                f"got min {arr.min()!r} and non-integers "
-                f"{arr[arr != np.round(arr)][:3].tolist()}. Pass unweighted bin counts."
+                f"got {got}. Pass unweighted counts, not weights or proportions."
             )
     return c
 
@@ -369,9 +370,10 @@ def _host_band_counts(counts, z, level, n):
 
     ``t_b`` is the smallest one-sided tail of simulation ``b``. With ``k`` the
     conservative rank ``ceil((1 - level) B)``, the threshold is put strictly between
-    the ``k``-th smallest distinct value of ``t`` and the one below it (their
-    geometric mean), never on a value that ``t`` takes: ``t`` is discrete (a binomial
-    tail), and a threshold on one of its atoms would make "inside" depend on rounding.
+    the ``k``-th smallest value of ``t`` and the largest value below it (their geometric
+    mean), so at most ``k - 1`` simulations fall outside, and never on a value that
+    ``t`` takes: ``t`` is discrete (a binomial tail), and a threshold on one of its
+    atoms would make "inside" depend on rounding.
     The counts ``L_j = min{c: P(X_j <= c) >= q}``, ``U_j = max{c: P(X_j >= c) >= q}``
     are found with the same tail functions, so that a curve is inside the band exactly
     when its own ``t >= q``.
