@@ -11,6 +11,12 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.bands import (
+    Band,
+    binomial_acceptance_intervals,
+    binomial_quantile,
+    corp_consistency_band,
+)
 from bayescal._src.binned import (
     bin_midpoints,
     binned_means,
@@ -22,6 +28,14 @@ from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_i
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
 from bayescal._src.isotonic import isotonic_kernel
+from bayescal._src.resampling import (
+    BootstrapResult,
+    NullTestResult,
+    bayesian_bootstrap_weights,
+    bootstrap,
+    bootstrap_indices,
+    null_pvalue,
+)
 from bayescal._src.sorting import sort_last_axis
 from bayescal._src.ties import (
     IsotonicFit,
@@ -43,6 +57,17 @@ __all__ = [
     "area_between",
     "ecdf_area_to_diagonal",
     "sort_last_axis",
+    # resampling and bands
+    "BootstrapResult",
+    "NullTestResult",
+    "Band",
+    "bootstrap",
+    "bootstrap_indices",
+    "bayesian_bootstrap_weights",
+    "null_pvalue",
+    "binomial_quantile",
+    "binomial_acceptance_intervals",
+    "corp_consistency_band",
 ]
 __all__ += [  # bin edges, per-bin means, isotonic fit on a covariate (ties pooled)
     "uniform_edges",

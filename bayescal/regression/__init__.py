@@ -31,6 +31,14 @@ from bayescal.regression._scores import (
     nll_normal,
     pinball_loss,
 )
+from bayescal.regression._uncertainty import (
+    bootstrap_calibration_curve,
+    bootstrap_calibration_error,
+    calibration_error_test,
+    miscalibration_area_test,
+    pit_ecdf_band,
+    pit_null_test,
+)
 
 __all__ = [
     "CalibrationCurve",
@@ -53,4 +61,10 @@ __all__ = [
     "fit_sigma_scaling",
     "recalibrated_quantiles",
     "recalibrated_interval",
+    "pit_ecdf_band",
+    "bootstrap_calibration_curve",
+    "bootstrap_calibration_error",
+    "pit_null_test",
+    "calibration_error_test",
+    "miscalibration_area_test",
 ]

@@ -42,7 +42,8 @@ def _curve_kernel(u, num_levels, kind):
     v = _statistic(u, kind)
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
     counts = count_at_or_below(v, num_levels)
-    observed = (counts / u.shape[-1]).astype(u.dtype)
+    # integer counts / int would divide in float32 even under x64: cast first
+    observed = counts.astype(u.dtype) / u.shape[-1]
     return CalibrationCurve(levels, observed, jnp.ones_like(levels))
 
 

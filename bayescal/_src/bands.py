@@ -1,0 +1,431 @@
+"""Acceptance and consistency bands under the hypothesis of calibration.
+
+* Binomial quantiles and per-bin acceptance intervals for reliability diagrams.
+* CORP consistency bands: resample outcomes from the forecasts and refit PAV.
+* The simultaneous ECDF band of ``n`` uniform values (Säilynoja, Bürkner & Vehtari,
+  2022), used for PIT values.
+
+Binomial CDFs and quantiles are evaluated on the host in float64 with scipy through
+``jax.pure_callback`` (so they work under ``jit`` and ``vmap``): JAX's float32
+``betainc`` was measured off by up to 0.04 in the binomial CDF at n = 1e5, enough
+to move a quantile by several counts.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.special
+import scipy.stats
+from jax.typing import ArrayLike
+
+from bayescal._src import validation as _v
+from bayescal._src.binning import count_at_or_below
+from bayescal._src.isotonic import isotonic_kernel
+from bayescal._src.resampling import (
+    check_batch_size,
+    check_key,
+    check_level,
+    default_batch_size,
+)
+from bayescal._src.sorting import sort_last_axis
+
+__all__ = [
+    "Band",
+    "binomial_quantile",
+    "binomial_acceptance_intervals",
+    "corp_consistency_band",
+    "ecdf_band_kernel",
+    "simulate_ecdf_counts",
+    "MULTINOMIAL_PER_POINT",
+]
+
+
+class Band(NamedTuple):
+    """A band ``[lower, upper]`` evaluated at the points ``x``.
+
+    Attributes
+    ----------
+    x : Array, shape [K]
+        Where the band is evaluated (levels, bin positions or sorted forecasts).
+    lower, upper : Array, shape [K]
+        The band's edges, on the scale of the quantity it surrounds (a proportion).
+    """
+
+    x: jax.Array
+    lower: jax.Array
+    upper: jax.Array
+
+
+# ------------------------------------------------------------- binomial on the host
+
+
+def _host_binom_ppf(q: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    q, n, p = (np.asarray(a, dtype=np.float64) for a in (q, n, p))
+    return scipy.stats.binom.ppf(q, n, p)
+
+
+def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
+    dtype = p.dtype
+
+    def host(q_, n_, p_):
+        return _host_binom_ppf(q_, n_, p_).astype(dtype)
+
+    shape = jnp.broadcast_shapes(q.shape, n.shape, p.shape)
+    out = jax.ShapeDtypeStruct(shape, dtype)
+    return jax.pure_callback(host, out, q, n, p, vmap_method="broadcast_all")
+
+
+def _check_counts(count: ArrayLike, name: str) -> jax.Array:
+    c = _v.as_float_array(count, name)
+    _v.check_finite(c, name)
+    if _v.is_concrete(c):
+        arr = np.asarray(c)
+        fractional = arr[arr != np.round(arr)]
+        if (arr < 0).any() or fractional.size:
+            got = f"min {arr.min()!r}" if (arr < 0).any() else f"{fractional[:3].tolist()}"
+            raise ValueError(
+                f"{name} must hold nonnegative whole numbers (counts of observations); "
+                f"got {got}. Pass unweighted counts, not weights or proportions."
+            )
+    return c
+
+
+def binomial_quantile(q: ArrayLike, n: ArrayLike, p: ArrayLike) -> jax.Array:
+    r"""Quantile function of the binomial distribution :math:`\mathrm{Bin}(n, p)`.
+
+    The smallest integer ``k`` in ``0..n`` with :math:`P(X \le k) \ge q`, element-wise
+    over broadcast ``q``, ``n``, ``p``: equal to ``scipy.stats.binom.ppf`` (which it
+    calls on the host in float64 through ``jax.pure_callback``, so it works under
+    ``jit`` and ``vmap``; ``q = 0`` gives ``-1`` like scipy).
+
+    Parameters
+    ----------
+    q : array_like
+        Probabilities in [0, 1].
+    n : array_like
+        Numbers of trials (nonnegative whole numbers).
+    p : array_like
+        Success probabilities in [0, 1].
+
+    Returns
+    -------
+    Array
+        Quantiles as whole numbers, in the float dtype of ``p``.
+
+    Examples
+    --------
+    >>> from bayescal.core import binomial_quantile
+    >>> binomial_quantile([0.025, 0.975], 20, 0.5).tolist()
+    [6.0, 14.0]
+    """
+    p = _v.as_float_array(p, "p")
+    q = _v.as_float_array(q, "q").astype(p.dtype)
+    n = _check_counts(n, "n").astype(p.dtype)
+    _v.check_in_unit_interval(q, "q", "probabilities")
+    _v.check_in_unit_interval(p, "p", "probabilities")
+    try:
+        jnp.broadcast_shapes(q.shape, n.shape, p.shape)
+    except ValueError as err:
+        raise ValueError(
+            f"q, n and p must broadcast together; got shapes {tuple(q.shape)}, "
+            f"{tuple(n.shape)} and {tuple(p.shape)}."
+        ) from err
+    return _ppf_callback(q, n, p)
+
+
+@jax.jit
+def _acceptance_kernel(expected, count, level):
+    half = ((1 - level) / 2).astype(expected.dtype)
+    q = jnp.stack([half, 1 - half])[:, None]
+    k = _ppf_callback(q, count[None, :], expected[None, :])
+    safe = jnp.where(count > 0, count, 1)
+    lower = jnp.where(count > 0, k[0] / safe, jnp.nan)
+    upper = jnp.where(count > 0, k[1] / safe, jnp.nan)
+    return Band(expected, lower.astype(expected.dtype), upper.astype(expected.dtype))
+
+
+def binomial_acceptance_intervals(
+    expected: ArrayLike, count: ArrayLike, *, level: float = 0.95
+) -> Band:
+    r"""Per-bin acceptance intervals of a reliability diagram under calibration.
+
+    If the forecasts in bin ``b`` (``n_b`` observations, mean forecast
+    :math:`\bar p_b`) are calibrated, its count of positives is about
+    :math:`\mathrm{Bin}(n_b, \bar p_b)`, so the observed frequency falls in
+
+    .. math:: \big[\,Q(\alpha/2;\, n_b, \bar p_b) / n_b,\;
+              Q(1 - \alpha/2;\, n_b, \bar p_b) / n_b\,\big]
+
+    with probability at least ``level`` :math:`= 1 - \alpha` (``Q`` is the binomial
+    quantile, :func:`binomial_quantile`). An observed frequency outside its interval is
+    evidence of miscalibration in that bin (pointwise, not simultaneous over bins).
+    These are exact binomial versions of the consistency bars of Bröcker & Smith
+    (2007), which treat the forecasts within a bin as equal to their mean.
+
+    Parameters
+    ----------
+    expected : array_like, shape [K]
+        Mean forecast probability per bin, in [0, 1].
+    count : array_like, shape [K]
+        Number of observations per bin (whole numbers); empty bins give NaN.
+    level : float in (0, 1), default 0.95
+
+    Returns
+    -------
+    Band
+        ``x = expected``; ``lower``, ``upper`` as observed frequencies, in
+        ``expected``'s dtype.
+
+    References
+    ----------
+    Bröcker & Smith (2007), "Increasing the reliability of reliability diagrams",
+    *Weather and Forecasting* 22(3).
+
+    Examples
+    --------
+    >>> from bayescal.core import binomial_acceptance_intervals
+    >>> band = binomial_acceptance_intervals([0.1, 0.5], [50, 20])
+    >>> [round(v, 3) for v in band.lower.tolist()], [round(v, 3) for v in band.upper.tolist()]
+    ([0.02, 0.3], [0.18, 0.7])
+    """
+    p = _v.as_float_array(expected, "expected")
+    _v.check_ndim(p, "expected", 1)
+    _v.check_nonempty(p, "expected")
+    c = _check_counts(count, "count").astype(p.dtype)
+    _v.check_same_shape(expected=p, count=c)
+    empty = c == 0
+    if _v.is_concrete(p):
+        # empty bins may carry any placeholder (NaN) as their mean forecast
+        _v.check_in_unit_interval(jnp.where(empty, 0.5, p), "expected", "probabilities")
+    p = jnp.where(empty, 0.5, p)
+    level = check_level(level)
+    band = _acceptance_kernel(p, c, jnp.asarray(level, p.dtype))
+    return band._replace(x=_v.as_float_array(expected, "expected"))
+
+
+# ------------------------------------------------------------------ CORP resampling
+
+
+def _tie_structure(x_sorted: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Group id of each sorted value and its rank within its group of ties."""
+    n = x_sorted.shape[-1]
+    pos = jnp.arange(n)
+    starts = jnp.concatenate([jnp.ones((1,), bool), x_sorted[1:] != x_sorted[:-1]])
+    group = jnp.cumsum(starts) - 1
+    first = jax.lax.cummax(jnp.where(starts, pos, 0))
+    return group, pos - first
+
+
+def _corp_refit(key, x_sorted, group, rank, grid):
+    """PAV fit of outcomes drawn from Bernoulli(x), ties pooled as in CORP."""
+    n = x_sorted.shape[-1]
+    y = jax.random.uniform(key, x_sorted.shape, x_sorted.dtype) < x_sorted
+    ones = jax.ops.segment_sum(y.astype(jnp.int32), group, num_segments=n)
+    # Within a group of tied forecasts, put the ones first (a decreasing run): PAV then
+    # pools the whole group, which is CORP's rule that ties get one value.
+    y_desc = (rank < ones[group]).astype(x_sorted.dtype)
+    fit = isotonic_kernel(y_desc, jnp.ones_like(y_desc), True)
+    if grid is None:
+        return fit
+    i = jnp.clip(jnp.searchsorted(x_sorted, grid, side="right") - 1, 0, n - 1)
+    return fit[i]
+
+
+@functools.partial(jax.jit, static_argnames=("num_samples", "batch_size"))
+def _corp_kernel(x, grid, key, level, num_samples, batch_size):
+    x_sorted = sort_last_axis(x)
+    group, rank = _tie_structure(x_sorted)
+    keys = jax.random.split(key, num_samples)
+    fits = jax.lax.map(
+        lambda k: _corp_refit(k, x_sorted, group, rank, grid), keys, batch_size=batch_size
+    )
+    q = jnp.stack([(1 - level) / 2, (1 + level) / 2]).astype(x.dtype)
+    lo_hi = jnp.quantile(fits, q, axis=0)
+    where = x_sorted if grid is None else grid
+    return Band(where, lo_hi[0], lo_hi[1])
+
+
+def corp_consistency_band(
+    y_prob: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    level: float = 0.95,
+    grid: ArrayLike | None = None,
+    batch_size: int | None = None,
+) -> Band:
+    r"""Consistency band of the CORP (PAV) reliability curve under calibration.
+
+    Dimitriadis, Gneiting & Jordan's (2021) resampling: draw outcomes
+    :math:`y^*_i \sim \mathrm{Bernoulli}(x_i)` from the forecasts themselves (so the
+    forecasts are calibrated by construction), refit the isotonic (PAV) recalibration
+    curve with :func:`bayescal.core.isotonic_regression`'s kernel, and take pointwise
+    quantiles of the refitted curves. A CORP curve leaving the band is evidence of
+    miscalibration there. Tied forecasts share one fitted value, as in CORP.
+
+    Parameters
+    ----------
+    y_prob : array_like, shape [N]
+        Forecast probabilities in [0, 1] (any order).
+    key : PRNG key
+    num_samples : int, default 1000
+    level : float in (0, 1), default 0.95
+        Pointwise coverage of the band.
+    grid : array_like, shape [K], optional
+        Evaluate the band at these points (each resampled fit is a right-continuous
+        step function of the forecast) instead of at every sorted forecast; memory is
+        then ``num_samples x K`` instead of ``num_samples x N``.
+    batch_size : int, optional
+        Resamples fitted per ``vmap`` batch.
+
+    Returns
+    -------
+    Band
+        ``x``: the sorted forecasts (or ``grid``); ``lower``, ``upper``: the band of the
+        recalibrated probability at ``x``, in ``y_prob``'s dtype.
+
+    Notes
+    -----
+    Each refit runs scipy's PAV on the host (``jax.pure_callback``), so the cost is
+    ``num_samples`` PAV fits of ``N`` points. Ties are pooled without any sort per
+    resample: within a run of tied forecasts the resampled ones are put first, which
+    makes PAV merge the whole run (the isotonic fit without the tie constraint then
+    already satisfies it).
+
+    References
+    ----------
+    Dimitriadis, Gneiting & Jordan (2021), "Stable reliability diagrams for
+    probabilistic classifiers", *PNAS* 118(8), e2016191118.
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from bayescal.core import corp_consistency_band
+    >>> x = jnp.linspace(0.05, 0.95, 200)
+    >>> band = corp_consistency_band(x, key=jax.random.key(0), num_samples=100)
+    >>> band.x.shape, bool((band.lower <= band.upper).all())
+    ((200,), True)
+    """
+    x = _v.as_float_array(y_prob, "y_prob")
+    _v.check_ndim(x, "y_prob", 1)
+    _v.check_nonempty(x, "y_prob")
+    _v.check_in_unit_interval(x, "y_prob", "probabilities")
+    key = check_key(key)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    level = check_level(level)
+    batch_size = check_batch_size(batch_size)
+    g = None
+    if grid is not None:
+        g = _v.as_float_array(grid, "grid").astype(x.dtype)
+        _v.check_levels(g, "grid", strict=False)
+    if batch_size is None:
+        batch_size = default_batch_size(x.shape[0], num_samples)
+    return _corp_kernel(x, g, key, jnp.asarray(level, x.dtype), num_samples, batch_size)
+
+
+# ------------------------------------------------------------- ECDF of uniforms
+
+
+# Above this many observations per grid point, simulate counts per grid cell directly
+# (multinomial or gamma draws, cost independent of n) instead of drawing n values:
+# about the break-even point measured on CPU (a binomial or gamma draw costs as much
+# as 30-50 uniform draws with their scatter-add).
+MULTINOMIAL_PER_POINT = 40
+
+
+def _uniform_ecdf_counts(key, n, num_points, dtype):
+    u = jax.random.uniform(key, (n,), dtype)
+    return count_at_or_below(u, num_points)
+
+
+def _multinomial_ecdf_counts(key, n, grid):
+    cells = jax.random.multinomial(key, n, jnp.diff(grid), dtype=grid.dtype)
+    counts = jnp.concatenate([jnp.zeros((1,), grid.dtype), jnp.cumsum(cells)])
+    return jnp.round(counts).astype(jnp.int32)
+
+
+def simulate_ecdf_counts(key: jax.Array, n: int, num_points: int, dtype: Any) -> jax.Array:
+    """Counts ``#{u_i <= z_j}`` of ``n`` uniforms at ``z = linspace(0, 1, num_points)``."""
+    if n > MULTINOMIAL_PER_POINT * num_points:
+        grid = jnp.linspace(0.0, 1.0, num_points, dtype=dtype)
+        return _multinomial_ecdf_counts(key, n, grid)
+    return _uniform_ecdf_counts(key, n, num_points, dtype)
+
+
+def _host_tails(k: np.ndarray, n: np.int64, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``P(X <= k)`` and ``P(X >= k)`` for ``X ~ Bin(n, z)`` (float64, scipy's cephes)."""
+    k = np.asarray(k, dtype=np.float64)
+    cdf = np.where(k < 0, 0.0, scipy.special.bdtr(np.maximum(k, 0), n, z))
+    sf = np.where(k <= 0, 1.0, scipy.special.bdtrc(np.maximum(k - 1, 0), n, z))
+    return np.where(k >= n, 1.0, cdf), np.where(k > n, 0.0, sf)
+
+
+def _host_band_counts(counts, z, level, n):
+    """Adjusted tail ``q`` and the band's counts, from the simulated counts (host).
+
+    ``t_b`` is the smallest one-sided tail of simulation ``b``. With ``k`` the
+    conservative rank ``ceil((1 - level) B)``, the threshold is put strictly between
+    the ``k``-th smallest value of ``t`` and the largest value below it (their geometric
+    mean), so at most ``k - 1`` simulations fall outside, and never on a value that
+    ``t`` takes: ``t`` is discrete (a binomial tail), and a threshold on one of its
+    atoms would make "inside" depend on rounding.
+    The counts ``L_j = min{c: P(X_j <= c) >= q}``, ``U_j = max{c: P(X_j >= c) >= q}``
+    are found with the same tail functions, so that a curve is inside the band exactly
+    when its own ``t >= q``.
+    """
+    n = np.int64(n)
+    z = np.asarray(z, dtype=np.float64)
+    lower_tail, upper_tail = _host_tails(np.asarray(counts), n, z)
+    t = np.sort(np.minimum(lower_tail, upper_tail).min(axis=-1))
+    rank = max(1, int(np.ceil((1.0 - float(level)) * t.size - 1e-9)))
+    cut = t[rank - 1]
+    smaller = t[t < cut]
+    q = np.sqrt(cut * smaller[-1]) if smaller.size and smaller[-1] > 0 else cut / 2
+    lo = np.clip(scipy.stats.binom.ppf(q, n, z), 0, n)
+    hi = np.clip(scipy.stats.binom.isf(q, n, z), 0, n)
+    for _ in range(8):  # a step or two fixes any disagreement between the algorithms
+        lo = lo + (_host_tails(lo, n, z)[0] < q)
+        lo = lo - ((lo > 0) & (_host_tails(lo - 1, n, z)[0] >= q))
+        hi = hi + ((hi < n) & (_host_tails(hi + 1, n, z)[1] >= q))
+        hi = hi - (_host_tails(hi, n, z)[1] < q)
+    return np.float64(q), lo, hi
+
+
+@functools.partial(
+    jax.jit, static_argnames=("n", "num_points", "num_samples", "dtype", "batch_size")
+)
+def ecdf_band_kernel(key, level, *, n, num_points, num_samples, dtype, batch_size):
+    """Simultaneous ECDF band of ``n`` uniforms on ``linspace(0, 1, num_points)``.
+
+    Returns the band and the adjusted one-sided pointwise tail probability ``q``: a
+    curve is inside the band exactly when the smallest of its one-sided binomial tail
+    probabilities over the interior points is at least ``q``.
+    """
+    grid = jnp.linspace(0.0, 1.0, num_points, dtype=dtype)
+    keys = jax.random.split(key, num_samples)
+    counts = jax.lax.map(
+        lambda k: simulate_ecdf_counts(k, n, num_points, dtype), keys, batch_size=batch_size
+    )
+    interior = grid[1:-1]  # the ends are fixed: G(0) = 0, G(1) = 1
+
+    def host(c_, z_, level_):
+        q, lo, hi = _host_band_counts(c_, z_, level_, n)
+        return q.astype(dtype), lo.astype(dtype), hi.astype(dtype)
+
+    shapes = (
+        jax.ShapeDtypeStruct((), dtype),
+        jax.ShapeDtypeStruct(interior.shape, dtype),
+        jax.ShapeDtypeStruct(interior.shape, dtype),
+    )
+    q, lo, hi = jax.pure_callback(
+        host, shapes, counts[:, 1:-1], interior, level, vmap_method="sequential"
+    )
+    zero, one = jnp.zeros((1,), dtype), jnp.full((1,), n, dtype)
+    lower = jnp.concatenate([zero, lo, one]) / n
+    upper = jnp.concatenate([zero, hi, one]) / n
+    return Band(grid, lower, upper), q

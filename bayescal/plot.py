@@ -1,0 +1,783 @@
+"""Plots of calibration: curves, reliability diagrams, PIT ECDFs and histograms.
+
+Matplotlib is imported when a function is first called, not when this module is
+imported. Every function takes ``ax=None`` (a new figure is created) or an existing
+``matplotlib.axes.Axes``, draws on it and returns it. The functions draw what they are
+given (``CalibrationCurve`` objects, PIT values, scales); the statistics come from
+:mod:`bayescal.regression`, :mod:`bayescal.classification` and :mod:`bayescal.core`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "calibration_curve",
+    "reliability_diagram",
+    "pit_ecdf",
+    "pit_histogram",
+    "sharpness",
+]
+
+_DIAGONAL = {"color": "0.35", "linestyle": "--", "linewidth": 1.0}
+
+
+def _pyplot():
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as err:
+        raise ImportError(
+            "bayescal.plot needs matplotlib, which is not installed: pip install matplotlib"
+        ) from err
+    return plt
+
+
+def _axes(
+    ax: Any, figsize: tuple[float, float] = (4.8, 4.8), layout: Any = "constrained"
+) -> Any:
+    plt = _pyplot()
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout=layout)
+        return ax
+    from matplotlib.axes import Axes
+
+    if not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None; got {type(ax).__name__}.")
+    return ax
+
+
+def _curve_type():
+    from bayescal._src.curve import CalibrationCurve
+
+    return CalibrationCurve
+
+
+def _check_curve(curve: Any, name: str) -> Any:
+    cls = _curve_type()
+    if not isinstance(curve, cls):
+        raise TypeError(
+            f"{name} must be a CalibrationCurve (from bayescal.regression.calibration_curve "
+            f"or bayescal.classification.reliability_curve); got {type(curve).__name__}."
+        )
+    return curve
+
+
+def _np(x: Any) -> np.ndarray | None:
+    return None if x is None else np.asarray(x, dtype=float)
+
+
+def _color(i: int, color: Any = None) -> Any:
+    return color if color is not None else f"C{i % 10}"
+
+
+def _legend_below(ax: Any, ncols: int) -> None:
+    """Legend under the x label, off the data (constrained layout makes room)."""
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.2),
+        ncols=ncols,
+        fontsize="small",
+        frameon=False,
+    )
+
+
+def _unit_square(ax: Any) -> None:
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.0)
+    ax.set_aspect("equal", adjustable="box")
+
+
+def _check_level(level: Any) -> float:
+    from bayescal._src.resampling import check_level
+
+    return check_level(level)
+
+
+def _check_pit(pit: Any) -> np.ndarray:
+    from bayescal._src import validation as _v
+
+    u = _v.as_float_array(pit, "pit")
+    _v.check_ndim(u, "pit", 1)
+    _v.check_nonempty(u, "pit")
+    _v.check_in_unit_interval(u, "pit", "PIT values")
+    return u
+
+
+# ------------------------------------------------------------ calibration curve
+
+_AXIS_LABELS = {
+    None: ("expected proportion", "observed proportion"),
+    "quantile": (
+        "expected proportion (quantile level $p$)",
+        "observed proportion below the $p$-quantile",
+    ),
+    "interval": (
+        "expected proportion (central interval level $p$)",
+        "observed proportion inside the interval",
+    ),
+}
+
+
+def _same_band(a: Any, b: Any) -> bool:
+    pairs = [(a.expected, b.expected), (a.lower, b.lower), (a.upper, b.upper)]
+    for p, q in pairs:
+        p, q = _np(p), _np(q)
+        if p.shape != q.shape or not np.allclose(p, q, equal_nan=True):
+            return False
+    return True
+
+
+def calibration_curve(
+    curve_or_curves: Any,
+    *,
+    ax: Any = None,
+    labels: Sequence[str] | None = None,
+    band: bool = True,
+    shade_area: bool = True,
+    kind: str | None = None,
+    band_label: str = "band",
+    colors: Sequence[Any] | None = None,
+) -> Any:
+    """Draw one or several calibration curves against the diagonal.
+
+    Each curve is drawn as a line of observed against expected proportion, with the
+    area between it and the diagonal shaded (its value in the legend) and, when the
+    curve carries ``lower`` / ``upper``, its band.
+
+    Parameters
+    ----------
+    curve_or_curves : CalibrationCurve, sequence of them, or mapping label -> curve
+        E.g. from :func:`bayescal.regression.calibration_curve`; a curve with a band
+        from :func:`bayescal.regression.bootstrap_calibration_curve`, or
+        ``curve._replace(lower=band.lower, upper=band.upper)`` with
+        :func:`bayescal.regression.pit_ecdf_band`.
+    ax : matplotlib Axes, optional
+    labels : sequence of str, optional
+        Legend labels (default: the mapping's keys, or "model 1", "model 2", ...).
+    band : bool, default True
+        Draw ``lower`` / ``upper`` where a curve has them.
+    shade_area : bool, default True
+        Shade the area between each curve and the diagonal.
+    kind : {None, "quantile", "interval"}
+        Only changes the axis labels.
+    band_label : str, default "band"
+        Legend text for the bands (e.g. "95% bootstrap band").
+    colors : sequence of colors, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from bayescal import plot, regression
+    >>> ax = plot.calibration_curve(regression.calibration_curve([0.1, 0.4, 0.5, 0.9]))
+    >>> ax.get_xlabel()
+    'expected proportion'
+    """
+    from bayescal.core import curve_area
+
+    if kind not in _AXIS_LABELS:
+        raise ValueError(f"kind must be None, 'quantile' or 'interval'; got {kind!r}.")
+    if isinstance(curve_or_curves, Mapping):
+        names = [str(k) for k in curve_or_curves]
+        curves = list(curve_or_curves.values())
+    elif isinstance(curve_or_curves, _curve_type()):
+        curves, names = [curve_or_curves], None
+    elif isinstance(curve_or_curves, Sequence) and not isinstance(curve_or_curves, str):
+        curves, names = list(curve_or_curves), None
+    else:
+        raise TypeError(
+            "curve_or_curves must be a CalibrationCurve, a sequence of them or a mapping "
+            f"label -> curve; got {type(curve_or_curves).__name__}."
+        )
+    if not curves:
+        raise ValueError("curve_or_curves is empty; pass at least one CalibrationCurve.")
+    for i, c in enumerate(curves):
+        _check_curve(c, f"curve_or_curves[{i}]")
+    if labels is not None:
+        labels = [str(s) for s in labels]
+        if len(labels) != len(curves):
+            raise ValueError(
+                f"labels has {len(labels)} entries but there are {len(curves)} curves."
+            )
+        names = labels
+    if names is None:
+        names = (
+            [None] if len(curves) == 1 else [f"model {i + 1}" for i in range(len(curves))]
+        )
+
+    ax = _axes(ax)
+    ax.plot([0, 1], [0, 1], label="ideal", **_DIAGONAL)
+    with_band = [c for c in curves if c.lower is not None and c.upper is not None]
+    shared = (
+        band
+        and len(curves) > 1
+        and len(with_band) == len(curves)
+        and all(_same_band(with_band[0], c) for c in with_band[1:])
+    )
+    if shared:  # e.g. one band under calibration for models evaluated on the same n
+        c0 = with_band[0]
+        ax.fill_between(
+            _np(c0.expected),
+            _np(c0.lower),
+            _np(c0.upper),
+            color="0.5",
+            alpha=0.22,
+            linewidth=0,
+            label=band_label,
+        )
+    hatches = ("////", "\\\\\\\\", "||||", "----", "xxxx")
+    for i, (c, name) in enumerate(zip(curves, names, strict=True)):
+        color = _color(i, None if colors is None else colors[i])
+        x, y = _np(c.expected), _np(c.observed)
+        area = float(curve_area(c))
+        if band and not shared and c.lower is not None and c.upper is not None:
+            ax.fill_between(
+                x,
+                _np(c.lower),
+                _np(c.upper),
+                color=color,
+                alpha=0.2,
+                linewidth=0,
+                label=band_label if len(curves) == 1 else f"{name}: {band_label}",
+            )
+        if shade_area:
+            ax.fill_between(
+                x,
+                y,
+                x,
+                facecolor="none",
+                edgecolor=color,
+                hatch=hatches[i % len(hatches)],
+                linewidth=0,
+                alpha=0.5,
+                label=f"miscalibration area {area:.3f}" if name is None else None,
+            )
+        line_label = "observed" if name is None else f"{name} (area {area:.3f})"
+        ax.plot(x, y, color=color, linewidth=1.8, label=line_label)
+    xlabel, ylabel = _AXIS_LABELS[kind]
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    _unit_square(ax)
+    ax.legend(loc="upper left", fontsize="small", frameon=False)
+    return ax
+
+
+# ---------------------------------------------------------- reliability diagram
+
+
+def _bin_edges(x: np.ndarray, k: int, edges: Any) -> np.ndarray | None:
+    """Edges given, or uniform edges when every bin's mean lies in its uniform bin."""
+    if edges is not None:
+        e = np.asarray(edges, dtype=float)
+        if e.ndim != 1 or e.size != k + 1 or np.any(np.diff(e) < 0):
+            raise ValueError(
+                f"edges must be {k + 1} nondecreasing values (one more than the {k} "
+                f"bins); got shape {e.shape}."
+            )
+        return e
+    e = np.linspace(0.0, 1.0, k + 1)
+    ok = np.isnan(x) | ((x >= e[:-1] - 1e-9) & (x <= e[1:] + 1e-9))
+    return e if ok.all() else None
+
+
+def reliability_diagram(
+    curve: Any,
+    *,
+    ax: Any = None,
+    style: str = "points",
+    intervals: bool = True,
+    histogram: bool = True,
+    corp: Any = None,
+    edges: Any = None,
+    hist_ax: Any = None,
+    label: str | None = None,
+    color: Any = None,
+    interval_label: str = "acceptance interval",
+    log_counts: bool = False,
+) -> Any:
+    """Reliability diagram of a binned classifier curve, with counts and intervals.
+
+    Observed frequency against mean predicted probability per bin, as points or bars,
+    the diagonal, per-bin intervals from ``curve.lower`` / ``curve.upper`` (e.g.
+    :func:`bayescal.core.binomial_acceptance_intervals`, drawn around the diagonal),
+    a histogram of the counts per bin below, and optionally a CORP (PAV) curve with its
+    consistency band (:func:`bayescal.core.corp_consistency_band`).
+
+    Parameters
+    ----------
+    curve : CalibrationCurve
+        ``expected`` = mean prediction per bin, ``observed`` = frequency of positives,
+        ``weight`` = count per bin (empty bins, weight 0, are not drawn).
+    ax : matplotlib Axes, optional
+    style : {"points", "bars"}
+    intervals : bool, default True
+        Draw ``curve.lower`` / ``curve.upper`` as vertical bars at each bin's mean
+        prediction (if the curve has them).
+    histogram : bool, default True
+        Add a panel with the count per bin below the diagram (``hist_ax``, or a new
+        axes appended below ``ax`` with ``make_axes_locatable``).
+    corp : CalibrationCurve, optional
+        A CORP curve: ``expected`` = sorted forecasts, ``observed`` = the PAV fit, and
+        ``lower`` / ``upper`` = a consistency band; drawn as a step function.
+    edges : array_like, shape [K + 1], optional
+        Bin edges, for bars and the histogram. Default: uniform edges when every bin's
+        mean lies in its uniform bin, otherwise bars centred at the bin means.
+    hist_ax : matplotlib Axes, optional
+        Where to draw the histogram.
+    label : str, optional
+        Legend label of the observed frequencies (default "observed").
+    color : color, optional
+    interval_label : str, default "acceptance interval"
+    log_counts : bool, default False
+        Log scale for the histogram.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The main axes (the histogram panel is ``ax.figure.axes[-1]`` when created).
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import jax.numpy as jnp
+    >>> from bayescal import plot
+    >>> from bayescal.core import CalibrationCurve
+    >>> c = CalibrationCurve(jnp.array([0.2, 0.7]), jnp.array([0.25, 0.6]), jnp.array([40, 60]))
+    >>> ax = plot.reliability_diagram(c)
+    >>> ax.get_ylabel()
+    'observed frequency'
+    """
+    if style not in ("points", "bars"):
+        raise ValueError(f"style must be 'points' or 'bars'; got {style!r}.")
+    _check_curve(curve, "curve")
+    if corp is not None:
+        _check_curve(corp, "corp")
+    x, y, w = _np(curve.expected), _np(curve.observed), _np(curve.weight)
+    if not (x.ndim == 1 and x.shape == y.shape == w.shape):
+        raise ValueError(
+            "curve.expected, curve.observed and curve.weight must be 1-D of one length; "
+            f"got shapes {x.shape}, {y.shape}, {w.shape}."
+        )
+    if ax is None and histogram:
+        # make_axes_locatable's divider is invisible to constrained layout: fixed margins.
+        ax = _axes(None, figsize=(4.8, 6.2), layout=None)
+        ax.figure.subplots_adjust(left=0.15, right=0.96, bottom=0.08, top=0.98)
+    else:
+        ax = _axes(ax)
+    color = _color(0, color)
+    k = x.size
+    e = _bin_edges(x, k, edges)
+    filled = w > 0
+    ax.plot([0, 1], [0, 1], label="ideal", **_DIAGONAL)
+
+    if intervals and curve.lower is not None and curve.upper is not None:
+        lo, hi = _np(curve.lower), _np(curve.upper)
+        ok = filled & np.isfinite(lo) & np.isfinite(hi)
+        ax.vlines(
+            x[ok],
+            lo[ok],
+            hi[ok],
+            color="0.45",
+            linewidth=5,
+            alpha=0.35,
+            label=interval_label,
+        )
+
+    name = label or "observed"
+    if style == "points":
+        ax.plot(x[filled], y[filled], "o-", color=color, markersize=5, label=name)
+    else:
+        if e is not None:
+            left, width = e[:-1], np.diff(e)
+        else:
+            gaps = np.diff(np.sort(x[filled])) if filled.sum() > 1 else np.array([0.1])
+            width = np.full(k, 0.8 * max(gaps.min(), 1e-3))
+            left = x - width / 2
+        ax.bar(
+            left[filled],
+            y[filled],
+            width=width[filled],
+            align="edge",
+            color=color,
+            alpha=0.75,
+            edgecolor="white",
+            label=name,
+        )
+        ax.bar(
+            left[filled],
+            (x - y)[filled],
+            bottom=y[filled],
+            width=width[filled],
+            align="edge",
+            facecolor="none",
+            edgecolor="C3",
+            hatch="///",
+            linewidth=0.8,
+            label="gap to mean prediction",
+        )
+
+    if corp is not None:
+        cx, cy = _np(corp.expected), _np(corp.observed)
+        if corp.lower is not None and corp.upper is not None:
+            ax.fill_between(
+                cx,
+                _np(corp.lower),
+                _np(corp.upper),
+                step="post",
+                color="C1",
+                alpha=0.2,
+                linewidth=0,
+                label="consistency band",
+            )
+        ax.step(cx, cy, where="post", color="C1", linewidth=1.5, label="CORP (PAV)")
+
+    _unit_square(ax)
+    ax.set_ylabel("observed frequency")
+    ax.legend(loc="upper left", fontsize="small", frameon=False)
+    xlabel = "mean predicted probability"
+    if not histogram:
+        ax.set_xlabel(xlabel)
+        return ax
+
+    if hist_ax is None:
+        from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+        hist_ax = make_axes_locatable(ax).append_axes("bottom", size="28%", pad=0.1)
+    if e is not None:
+        hist_ax.bar(
+            e[:-1],
+            w,
+            width=np.diff(e),
+            align="edge",
+            color=color,
+            alpha=0.6,
+            edgecolor="white",
+        )
+    else:
+        width = 0.8 * (np.diff(np.sort(x[filled])).min() if filled.sum() > 1 else 0.1)
+        hist_ax.bar(x[filled], w[filled], width=width, color=color, alpha=0.6)
+    hist_ax.set_xlim(0.0, 1.0)
+    if log_counts:
+        hist_ax.set_yscale("log")
+    hist_ax.set_xlabel(xlabel)
+    hist_ax.set_ylabel("count")
+    ax.tick_params(labelbottom=False)
+    return ax
+
+
+# ------------------------------------------------------------------- PIT plots
+
+
+def pit_ecdf(
+    pit: Any,
+    *,
+    ax: Any = None,
+    band: Any = True,
+    difference: bool = True,
+    level: float = 0.95,
+    num_points: int = 100,
+    key: Any = None,
+    num_samples: int = 1000,
+    label: str | None = None,
+    color: Any = None,
+) -> Any:
+    """ECDF of PIT values (or its difference from the diagonal) with a simultaneous band.
+
+    The ECDF is evaluated at ``linspace(0, 1, num_points)``; the band is the
+    simultaneous ``level`` band of :func:`bayescal.regression.pit_ecdf_band` for that
+    many points: under perfect calibration the whole curve stays inside it with
+    probability ``level``. Points outside the band are marked.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    ax : matplotlib Axes, optional
+    band : bool or Band, default True
+        True: compute the band; a ``Band`` from ``pit_ecdf_band(len(pit), ...,
+        num_points=num_points)``: use it; False: no band.
+    difference : bool, default True
+        Plot :math:`G_n(p) - p` (the ECDF-difference plot, whose band is much easier to
+        read) instead of :math:`G_n(p)`.
+    level : float in (0, 1), default 0.95
+    num_points : int, default 100
+    key : PRNG key, optional
+        Seed of the band simulation (default ``jax.random.key(0)``).
+    num_samples : int, default 1000
+        Simulations for the band.
+    label : str, optional
+    color : color, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from bayescal import plot
+    >>> import jax
+    >>> pit = jax.random.uniform(jax.random.key(0), (200,))
+    >>> ax = plot.pit_ecdf(pit, num_points=50, num_samples=200)
+    >>> ax.get_ylabel()
+    'ECDF(p) − p'
+    """
+    from bayescal import regression as reg
+    from bayescal._src.bands import Band
+
+    u = _check_pit(pit)
+    level = _check_level(level)
+    curve = reg.calibration_curve(u, num_levels=num_points)
+    p, g = _np(curve.expected), _np(curve.observed)
+    if band is True:
+        band = reg.pit_ecdf_band(
+            u.shape[0],
+            level=level,
+            num_points=num_points,
+            key=key,
+            num_samples=num_samples,
+            dtype=u.dtype,
+        )
+    elif band is False or band is None:
+        band = None
+    elif not isinstance(band, Band):
+        raise TypeError(f"band must be True, False or a Band; got {type(band).__name__}.")
+    elif np.asarray(band.x).shape != p.shape:
+        raise ValueError(
+            f"band has {np.asarray(band.x).size} points but num_points={num_points}; "
+            "compute it with pit_ecdf_band(n, num_points=num_points)."
+        )
+    shift = p if difference else 0.0
+    ax = _axes(ax, figsize=(5.6, 4.0) if difference else (4.8, 4.8))
+    color = _color(0, color)
+    ax.plot([0, 1], [0, 0] if difference else [0, 1], label="uniform", **_DIAGONAL)
+    if band is not None:
+        lo, hi = _np(band.lower), _np(band.upper)
+        ax.fill_between(
+            p,
+            lo - shift,
+            hi - shift,
+            color="0.5",
+            alpha=0.25,
+            linewidth=0,
+            label=f"{level:.0%} simultaneous band",
+        )
+    ax.plot(
+        p,
+        g - shift,
+        color=color,
+        linewidth=1.6,
+        label=label or f"PIT ECDF (n={u.shape[0]})",
+    )
+    if band is not None:
+        out = (g < lo) | (g > hi)
+        if out.any():
+            ax.plot(
+                p[out],
+                (g - shift)[out],
+                "o",
+                color="C3",
+                markersize=4,
+                label="outside band",
+            )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("PIT value p")
+    if difference:
+        ax.set_ylabel("ECDF(p) − p")
+        vals = [np.abs(g - p).max()]
+        if band is not None:
+            vals += [np.abs(lo - p).max(), np.abs(hi - p).max()]
+        lim = 1.15 * max(max(vals), 1e-3)
+        ax.set_ylim(-lim, lim)
+        _legend_below(ax, ncols=2)
+    else:
+        ax.set_ylabel("ECDF(p)")
+        _unit_square(ax)
+        ax.legend(loc="upper left", fontsize="small", frameon=False)
+    return ax
+
+
+def pit_histogram(
+    pit: Any,
+    *,
+    bins: Any = 10,
+    ax: Any = None,
+    level: float = 0.95,
+    band: bool = True,
+    label: str | None = None,
+    color: Any = None,
+) -> Any:
+    """Histogram of PIT values on the density scale, with the uniform line and band.
+
+    The band is the pointwise binomial acceptance interval of each bar under perfect
+    calibration: a bin of width ``h`` holds :math:`\\mathrm{Bin}(n, h)` values, so its
+    density lies in :math:`[Q(\\alpha/2), Q(1-\\alpha/2)] / (n h)` with probability
+    at least ``level`` (per bin, not simultaneously).
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    bins : int or array_like of edges in [0, 1], default 10
+    ax : matplotlib Axes, optional
+    level : float in (0, 1), default 0.95
+    band : bool, default True
+    label : str, optional
+    color : color, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from bayescal import plot
+    >>> ax = plot.pit_histogram([0.1, 0.3, 0.35, 0.6, 0.8], bins=5)
+    >>> len(ax.patches)
+    5
+    """
+    from bayescal.core import binomial_quantile
+
+    u = np.asarray(_check_pit(pit), dtype=float)
+    level = _check_level(level)
+    if isinstance(bins, bool):
+        raise TypeError("bins must be an int >= 1 or an array of edges; got a bool.")
+    if isinstance(bins, int | np.integer):
+        if bins < 1:
+            raise ValueError(f"bins must be an int >= 1 or an array of edges; got {bins}.")
+        edges = np.linspace(0.0, 1.0, int(bins) + 1)
+    else:
+        edges = np.asarray(bins, dtype=float)
+        if (
+            edges.ndim != 1
+            or edges.size < 2
+            or np.any(np.diff(edges) <= 0)
+            or edges[0] < 0
+            or edges[-1] > 1
+        ):
+            raise ValueError(
+                "bins must be an int >= 1 or strictly increasing edges within [0, 1]; "
+                f"got {edges!r}."
+            )
+    n = u.size
+    counts, _ = np.histogram(u, bins=edges)
+    width = np.diff(edges)
+    density = counts / (n * width)
+    ax = _axes(ax, figsize=(5.6, 4.0))
+    color = _color(0, color)
+    ax.bar(
+        edges[:-1],
+        density,
+        width=width,
+        align="edge",
+        color=color,
+        alpha=0.6,
+        edgecolor="white",
+        label=label or f"PIT (n={n})",
+    )
+    if band:  # drawn over the bars, so every bar top reads against it
+        q = (1 - level) / 2
+        lo = np.asarray(binomial_quantile(q, n, width), dtype=float) / (n * width)
+        hi = np.asarray(binomial_quantile(1 - q, n, width), dtype=float) / (n * width)
+        ax.fill_between(
+            edges,
+            np.append(lo, lo[-1]),
+            np.append(hi, hi[-1]),
+            step="post",
+            color="0.3",
+            alpha=0.22,
+            linewidth=0,
+            zorder=3,
+            label=f"{level:.0%} binomial band (per bin)",
+        )
+    ax.axhline(1.0, label="uniform", **_DIAGONAL)
+    ax.set_xlim(0.0, 1.0)
+    ax.set_ylim(0.0, 1.15 * max(density.max(), hi.max() if band else 1.0, 1.0))
+    ax.set_xlabel("PIT value")
+    ax.set_ylabel("density (uniform = 1)")
+    _legend_below(ax, ncols=3)
+    return ax
+
+
+# -------------------------------------------------------------------- sharpness
+
+
+def sharpness(
+    scale: Any,
+    *,
+    ax: Any = None,
+    bins: Any = "auto",
+    label: str | None = None,
+    color: Any = None,
+) -> Any:
+    """Distribution of the predictive standard deviations, with their mean and RMS.
+
+    The RMS, :math:`\\sqrt{\\frac1N \\sum_i \\sigma_i^2}`, is
+    ``bayescal.regression.sharpness(scale, root=True)`` (uncertainty-toolbox's
+    sharpness); smaller is sharper, to be compared between calibrated models.
+
+    Parameters
+    ----------
+    scale : array_like, shape [N]
+        Predictive standard deviations (> 0).
+    ax : matplotlib Axes, optional
+    bins : int, sequence or str, default "auto"
+        Passed to ``numpy.histogram``.
+    label : str, optional
+    color : color, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from bayescal import plot
+    >>> ax = plot.sharpness([0.5, 1.0, 1.5, 1.0])
+    >>> ax.get_xlabel()
+    'predictive standard deviation'
+    """
+    from bayescal._src import validation as _v
+
+    s = _v.as_float_array(scale, "scale")
+    _v.check_ndim(s, "scale", 1)
+    _v.check_nonempty(s, "scale")
+    _v.check_positive(s, "scale")
+    s = np.asarray(s, dtype=float)
+    mean, rms = float(s.mean()), float(np.sqrt(np.mean(s**2)))
+    ax = _axes(ax, figsize=(5.6, 4.0))
+    color = _color(0, color)
+    ax.hist(
+        s,
+        bins=bins,
+        color=color,
+        alpha=0.7,
+        edgecolor="white",
+        label=label or f"n={s.size}",
+    )
+    ax.axvline(
+        mean, color="0.2", linestyle="--", linewidth=1.2, label=f"mean σ = {mean:.3g}"
+    )
+    ax.axvline(
+        rms,
+        color="C3",
+        linestyle="-",
+        linewidth=1.2,
+        label=f"RMS σ (sharpness) = {rms:.3g}",
+    )
+    ax.set_xlabel("predictive standard deviation")
+    ax.set_ylabel("count")
+    ax.set_xlim(left=0.0)
+    _legend_below(ax, ncols=3)
+    return ax

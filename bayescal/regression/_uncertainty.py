@@ -1,0 +1,590 @@
+"""Sampling uncertainty of regression calibration curves and metrics.
+
+* :func:`pit_ecdf_band`: simultaneous band for the ECDF of ``n`` PIT values under
+  perfect calibration (Säilynoja, Bürkner & Vehtari, 2022).
+* :func:`bootstrap_calibration_curve`, :func:`bootstrap_calibration_error`: bootstrap
+  bands and intervals, drawn from the counts per level cell (exact; for large ``n`` at a
+  cost per replicate independent of ``n``).
+* :func:`pit_null_test`, :func:`calibration_error_test`,
+  :func:`miscalibration_area_test`: Monte Carlo p-values against uniform PIT values.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from bayescal._src import validation as _v
+from bayescal._src.bands import (
+    MULTINOMIAL_PER_POINT,
+    Band,
+    ecdf_band_kernel,
+    simulate_ecdf_counts,
+)
+from bayescal._src.binning import bin_sums, grid_index
+from bayescal._src.curve import CalibrationCurve
+from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.resampling import (
+    METHODS,
+    BootstrapResult,
+    NullTestResult,
+    check_batch_size,
+    check_key,
+    check_level,
+    default_batch_size,
+    null_pvalue,
+    percentile_interval,
+)
+from bayescal._src.sorting import sort_last_axis
+from bayescal.regression._metrics import (
+    KINDS,
+    _check_options,
+    _check_pit,
+    _statistic,
+    calibration_error,
+    miscalibration_area,
+)
+
+__all__ = [
+    "pit_ecdf_band",
+    "bootstrap_calibration_curve",
+    "bootstrap_calibration_error",
+    "pit_null_test",
+    "calibration_error_test",
+    "miscalibration_area_test",
+]
+
+
+def _default_key(key: Any) -> jax.Array:
+    return jax.random.key(0) if key is None else check_key(key)
+
+
+# ------------------------------------------------------------------------ the band
+
+
+def pit_ecdf_band(
+    n: int,
+    *,
+    level: float = 0.95,
+    num_points: int = 100,
+    key: jax.Array | None = None,
+    num_samples: int = 1000,
+    dtype: Any = None,
+    batch_size: int | None = None,
+) -> Band:
+    r"""Simultaneous band for the ECDF of ``n`` PIT values under perfect calibration.
+
+    With probability ``level``, the ECDF :math:`G_n` of ``n`` independent uniform
+    values stays inside ``[lower, upper]`` at every point of
+    ``z = linspace(0, 1, num_points)`` at once. PIT values of a calibrated model are
+    uniform, so a calibration curve of ``pit`` (:func:`calibration_curve` with
+    ``num_levels = num_points``) leaving the band rejects calibration at level
+    ``1 - level``. The band also holds for ``kind="interval"`` curves, since
+    :math:`|2u - 1|` is uniform when ``u`` is.
+
+    Säilynoja, Bürkner & Vehtari's (2022) simulation method: at each point
+    :math:`n G_n(z_j) \sim \mathrm{Bin}(n, z_j)`; for ``num_samples`` simulated ECDFs
+    take the smallest one-sided binomial tail probability over the points,
+    :math:`t = \min_j \min\{P(X_j \le c_j), P(X_j \ge c_j)\}`; the ``1 - level``
+    quantile ``q`` of ``t`` is the adjusted pointwise tail, and the band is
+    :math:`[Q(q; n, z_j), Q(1 - q; n, z_j)] / n` with binomial quantiles ``Q``.
+    The band is narrower in the tails than a constant-width (Kolmogorov–Smirnov) band.
+
+    Parameters
+    ----------
+    n : int
+        Number of PIT values.
+    level : float in (0, 1), default 0.95
+        Simultaneous coverage.
+    num_points : int >= 3, default 100
+        Evaluation points, including 0 and 1 (where the band is exactly 0 and 1).
+    key : PRNG key, optional
+        Seed of the simulation; default ``jax.random.key(0)``, so the band is a fixed
+        function of its arguments.
+    num_samples : int, default 1000
+        Simulated ECDFs. The actual coverage has Monte Carlo standard error about
+        :math:`\sqrt{\mathrm{level}(1-\mathrm{level}) / \mathrm{num\_samples}}`
+        (0.7% at 1000, 0.2% at 10000).
+    dtype : float dtype, optional
+        Default: JAX's default float.
+    batch_size : int, optional
+        Simulations per ``vmap`` batch.
+
+    Returns
+    -------
+    Band
+        ``x`` = the points ``z``; ``lower``, ``upper`` = the band for :math:`G_n(z)`
+        (subtract ``x`` for the ECDF-difference plot).
+
+    Notes
+    -----
+    The counts at the points are simulated directly: from ``n`` uniform draws for
+    small ``n``, and from multinomial cell counts (cost independent of ``n``) when
+    ``n > 40 * num_points``. Binomial tails and quantiles are computed in float64 on
+    the host (``scipy``).
+
+    References
+    ----------
+    Säilynoja, Bürkner & Vehtari (2022), "Graphical test for discrete uniformity and
+    its applications in goodness-of-fit evaluation and multiple sample comparison",
+    *Statistics and Computing* 32(32).
+
+    Examples
+    --------
+    >>> from bayescal.regression import pit_ecdf_band
+    >>> band = pit_ecdf_band(200, num_points=11, num_samples=200)
+    >>> band.x.shape, float(band.lower[0]), float(band.upper[-1])
+    ((11,), 0.0, 1.0)
+    >>> bool((band.lower <= band.x).all() and (band.x <= band.upper).all())
+    True
+    """
+    n = _v.check_positive_int(n, "n")
+    level = check_level(level)
+    num_points = _v.check_positive_int(num_points, "num_points", minimum=3)
+    key = _default_key(key)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    batch_size = check_batch_size(batch_size)
+    dtype = jnp.zeros((), dtype=float).dtype if dtype is None else jnp.dtype(dtype)
+    if not jnp.issubdtype(dtype, jnp.floating):
+        raise TypeError(f"dtype must be a float dtype; got {dtype}.")
+    if batch_size is None:
+        per = num_points if n > MULTINOMIAL_PER_POINT * num_points else n
+        batch_size = default_batch_size(per, num_samples)
+    band, _ = ecdf_band_kernel(
+        key,
+        jnp.asarray(level, dtype),
+        n=n,
+        num_points=num_points,
+        num_samples=num_samples,
+        dtype=dtype,
+        batch_size=batch_size,
+    )
+    return band
+
+
+# ------------------------------------------------------------------- bootstrap
+
+
+@functools.partial(jax.jit, static_argnames=("num_levels", "kind", "num_samples", "method"))
+def _bootstrap_observed(u, key, *, num_levels, kind, num_samples, method):
+    """Observed curve and its bootstrap replicates, from the counts per level cell.
+
+    Cell ``j`` holds the observations whose smallest level at or above them is level
+    ``j``; the curve is the cumulative sum of the cell fractions. Replicates are drawn
+    per observation for small ``n`` and per cell (multinomial / gamma draws, cost
+    independent of ``n``) for large ``n``: both are exact.
+    """
+    n = u.shape[-1]
+    dtype = u.dtype
+    idx = grid_index(_statistic(u, kind), num_levels)
+    cell, _ = bin_sums(idx, num_levels)
+    observed = jnp.cumsum(cell).astype(dtype) / n  # cast first: int / int is float32
+    keys = jax.random.split(key, num_samples)
+    cell_f = cell.astype(dtype)
+    per_cell = n > MULTINOMIAL_PER_POINT * num_levels
+    if method == "plain" and per_cell:
+        # Resampling n observations with replacement = multinomial counts per cell.
+        def one(k):
+            return jnp.cumsum(jax.random.multinomial(k, n, cell_f / n, dtype=dtype)) / n
+
+    elif method == "plain":
+
+        def one(k):
+            picked = idx[jax.random.randint(k, (n,), 0, n, dtype=jnp.int32)]
+            count, _ = bin_sums(picked, num_levels)
+            return jnp.cumsum(count).astype(dtype) / n
+
+    elif per_cell:
+        # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
+        def one(k):
+            g = jnp.where(cell > 0, jax.random.gamma(k, jnp.maximum(cell_f, 1)), 0)
+            return jnp.cumsum(g) / jnp.sum(g)
+
+    else:
+
+        def one(k):
+            e = jax.random.exponential(k, (n,), dtype)
+            w, _ = bin_sums(idx, num_levels, weights=e)
+            return jnp.cumsum(w) / jnp.sum(e)
+
+    batch = default_batch_size(num_levels if per_cell else n, num_samples)
+    samples = jax.lax.map(one, keys, batch_size=batch).astype(dtype)
+    return observed, samples
+
+
+def _check_bootstrap_options(key, num_samples, method, level):
+    key = check_key(key)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    _v.check_choice(method, "method", METHODS)
+    level = check_level(level)
+    return key, num_samples, level
+
+
+def bootstrap_calibration_curve(
+    pit: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    method: str = "plain",
+    level: float = 0.95,
+    num_levels: int = 100,
+    kind: str = "quantile",
+) -> CalibrationCurve:
+    r"""Calibration curve with a pointwise bootstrap confidence band.
+
+    The curve of :func:`calibration_curve`, with ``lower`` and ``upper`` set to the
+    pointwise percentile interval of the bootstrapped curves. The curve depends on the
+    data only through the counts ``c`` of PIT values per level cell, so each replicate
+    can be drawn exactly at that level: resampling ``n`` observations with replacement
+    (``method="plain"``) gives multinomial cell counts :math:`\mathrm{Mult}(n, c / n)`;
+    Rubin's Bayesian bootstrap (``method="bayesian"``) gives cell weights
+    :math:`\mathrm{Dirichlet}(c)` (sums of Dirichlet(1, ..., 1) observation weights).
+    For ``n > 40 * num_levels`` the replicates are drawn that way (a cost per replicate
+    independent of ``n``); for smaller ``n`` per observation, with exactly the indices
+    (weights) of :func:`bayescal.core.bootstrap_indices`
+    (:func:`bayescal.core.bayesian_bootstrap_weights`) for the same key. Either way it is
+    the distribution of :func:`bayescal.core.bootstrap` over the observations.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    key : PRNG key
+    num_samples : int, default 1000
+    method : {"plain", "bayesian"}
+    level : float in (0, 1), default 0.95
+        Pointwise coverage of the band.
+    num_levels : int, default 100
+    kind : {"quantile", "interval"}
+
+    Returns
+    -------
+    CalibrationCurve
+        With ``lower`` / ``upper`` = the bootstrap band (a confidence band for the
+        population curve, not a test of calibration: see :func:`pit_ecdf_band`).
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from bayescal.regression import bootstrap_calibration_curve
+    >>> u = jax.random.uniform(jax.random.key(1), (300,))
+    >>> c = bootstrap_calibration_curve(u, key=jax.random.key(0), num_levels=5)
+    >>> bool((c.lower <= c.observed).all() and (c.observed <= c.upper).all())
+    True
+    """
+    num_levels = _check_options(num_levels, kind)
+    key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
+    u = _check_pit(pit)
+    observed, samples = _bootstrap_observed(
+        u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
+    )
+    lower, upper = percentile_interval(samples, level)
+    levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+    return CalibrationCurve(levels, observed, jnp.ones_like(levels), lower, upper)
+
+
+def bootstrap_calibration_error(
+    pit: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    method: str = "plain",
+    level: float = 0.95,
+    norm: str = "l1",
+    num_levels: int = 100,
+    kind: str = "quantile",
+) -> BootstrapResult:
+    r"""Bootstrap percentile interval of :func:`calibration_error` (MACE, RMSCE, max).
+
+    Replicates are drawn from the counts per level cell as in
+    :func:`bootstrap_calibration_curve` (exactly the plain or Bayesian bootstrap over
+    observations; for large ``n`` at a cost per replicate independent of ``n``): 1000
+    replicates at ``n = 1e5`` take about 50 ms on a 2-core CPU, against about 2 s for
+    :func:`bayescal.core.bootstrap` with :func:`calibration_error`, which gives the same
+    distribution by resampling indices.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    key : PRNG key
+    num_samples : int, default 1000
+    method : {"plain", "bayesian"}
+    level : float in (0, 1), default 0.95
+    norm : {"l1", "l2", "max"}
+    num_levels : int, default 100
+    kind : {"quantile", "interval"}
+
+    Returns
+    -------
+    BootstrapResult
+        ``estimate`` (equal to :func:`calibration_error`), ``lower``, ``upper``,
+        ``samples`` ``[num_samples]``.
+
+    Notes
+    -----
+    The calibration error of a calibrated model is biased upwards (at least the
+    sampling noise of the curve), so a percentile interval need not contain 0 even for
+    a calibrated model; test calibration with :func:`calibration_error_test`.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.regression import bootstrap_calibration_error
+    >>> u = jax.random.beta(jax.random.key(1), 2.0, 2.0, (500,))  # under-dispersed
+    >>> res = bootstrap_calibration_error(u, key=jax.random.key(0))
+    >>> bool(res.lower < res.estimate < res.upper), res.samples.shape
+    (True, (1000,))
+    """
+    num_levels = _check_options(num_levels, kind)
+    _v.check_choice(norm, "norm", NORMS)
+    key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
+    u = _check_pit(pit)
+    observed, samples = _bootstrap_observed(
+        u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
+    )
+    levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+    ones = jnp.ones_like(levels)
+    estimate = curve_gap(levels, observed, ones, norm)
+    errors = curve_gap(levels, samples, ones, norm)
+    lower, upper = percentile_interval(errors, level)
+    return BootstrapResult(estimate, lower, upper, errors)
+
+
+# ------------------------------------------------------------------- null tests
+
+
+@functools.lru_cache(maxsize=64)
+def _uniform_simulator(n: int, dtype_name: str) -> Callable[[jax.Array], jax.Array]:
+    dtype = jnp.dtype(dtype_name)
+
+    def simulate(key):
+        return jax.random.uniform(key, (n,), dtype)
+
+    return simulate
+
+
+@functools.lru_cache(maxsize=64)
+def _null_curve_simulator(n: int, num_levels: int, dtype_name: str):
+    dtype = jnp.dtype(dtype_name)
+
+    def simulate(key):
+        counts = simulate_ecdf_counts(key, n, num_levels, dtype)
+        return counts.astype(dtype) / n
+
+    return simulate
+
+
+@functools.lru_cache(maxsize=64)
+def _sorted_uniform_simulator(n: int, dtype_name: str):
+    dtype = jnp.dtype(dtype_name)
+
+    def simulate(key):
+        return sort_last_axis(jax.random.uniform(key, (n,), dtype))
+
+    return simulate
+
+
+@functools.lru_cache(maxsize=64)
+def _curve_statistic(num_levels: int, norm: str, dtype_name: str):
+    dtype = jnp.dtype(dtype_name)
+
+    def statistic(observed):
+        levels = jnp.linspace(0.0, 1.0, num_levels, dtype=dtype)
+        if norm == "area":
+            return area_between(levels, observed - levels)
+        return curve_gap(levels, observed, jnp.ones_like(levels), norm)
+
+    return statistic
+
+
+def _check_test_options(key, num_samples, batch_size):
+    key = check_key(key)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    batch_size = check_batch_size(batch_size)
+    return key, num_samples, batch_size
+
+
+def pit_null_test(
+    statistic: Callable[[jax.Array], jax.Array],
+    pit: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    batch_size: int | None = None,
+) -> NullTestResult:
+    r"""Monte Carlo test of calibration with any statistic of the PIT values.
+
+    Under perfect calibration (and continuous predictives) the PIT values are
+    independent ``U(0, 1)``. This simulates ``num_samples`` uniform samples of the same
+    size and returns :func:`bayescal.core.null_pvalue`'s
+    :math:`(1 + \#\{T_b \ge T_{obs}\}) / (1 + B)`.
+
+    Parameters
+    ----------
+    statistic : callable
+        ``pit -> scalar``, jittable; large values are evidence of miscalibration.
+        Reuse the same function object to reuse the compilation.
+    pit : array_like, shape [N]
+    key : PRNG key
+    num_samples : int, default 1000
+    batch_size : int, optional
+
+    Returns
+    -------
+    NullTestResult
+
+    Examples
+    --------
+    >>> import jax, jax.numpy as jnp
+    >>> from bayescal.regression import pit_null_test
+    >>> u = jnp.full(50, 0.5)  # every observation at the median: far too wide
+    >>> stat = lambda p: jnp.abs(jnp.mean(jnp.abs(2 * p - 1)) - 0.5)
+    >>> res = pit_null_test(stat, u, key=jax.random.key(0), num_samples=99)
+    >>> round(float(res.pvalue), 4)
+    0.01
+    """
+    if not callable(statistic):
+        raise TypeError(f"statistic must be a callable; got {type(statistic).__name__}.")
+    key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
+    u = _check_pit(pit)
+    n = u.shape[0]
+    if batch_size is None:
+        batch_size = default_batch_size(n, num_samples)
+    return null_pvalue(
+        statistic,
+        statistic(u),
+        _uniform_simulator(n, u.dtype.name),
+        key=key,
+        num_samples=num_samples,
+        batch_size=batch_size,
+    )
+
+
+def calibration_error_test(
+    pit: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    norm: str = "l1",
+    num_levels: int = 100,
+    kind: str = "quantile",
+    batch_size: int | None = None,
+) -> NullTestResult:
+    r"""P-value of :func:`calibration_error` under perfect calibration.
+
+    The null curve is the ECDF of ``n`` uniform values at the levels (for
+    ``kind="interval"`` as well, since :math:`|2u - 1|` is then uniform); its counts
+    are simulated directly (multinomial cell counts when ``n`` is large), so the test
+    costs little even for large ``n``.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    key : PRNG key
+    num_samples : int, default 1000
+    norm : {"l1", "l2", "max"}
+    num_levels : int, default 100
+    kind : {"quantile", "interval"}
+    batch_size : int, optional
+
+    Returns
+    -------
+    NullTestResult
+        ``statistic`` = the calibration error, ``pvalue``, simulated ``samples``.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.regression import calibration_error_test
+    >>> u = jax.random.uniform(jax.random.key(1), (400,))
+    >>> res = calibration_error_test(u, key=jax.random.key(0), num_samples=199)
+    >>> bool(res.pvalue > 0.01)
+    True
+    """
+    num_levels = _check_options(num_levels, kind)
+    _v.check_choice(norm, "norm", NORMS)
+    key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
+    u = _check_pit(pit)
+    n = u.shape[0]
+    if batch_size is None:
+        batch_size = default_batch_size(
+            min(n, num_levels * MULTINOMIAL_PER_POINT), num_samples
+        )
+    observed = calibration_error(u, norm=norm, num_levels=num_levels, kind=kind)
+    return null_pvalue(
+        _curve_statistic(num_levels, norm, u.dtype.name),
+        observed,
+        _null_curve_simulator(n, num_levels, u.dtype.name),
+        key=key,
+        num_samples=num_samples,
+        batch_size=batch_size,
+    )
+
+
+def miscalibration_area_test(
+    pit: ArrayLike,
+    *,
+    key: jax.Array,
+    num_samples: int = 1000,
+    num_levels: int | None = None,
+    kind: str = "quantile",
+    batch_size: int | None = None,
+) -> NullTestResult:
+    r"""P-value of :func:`miscalibration_area` under perfect calibration.
+
+    Simulates the area of ``num_samples`` uniform samples of the same size (exact
+    area from sorted values when ``num_levels`` is None, grid area otherwise) and
+    returns :math:`(1 + \#\{A_b \ge A_{obs}\}) / (1 + B)`. The null distribution is
+    the same for both kinds, since :math:`|2u - 1|` is uniform when ``u`` is.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+    key : PRNG key
+    num_samples : int, default 1000
+    num_levels : int or None, default None
+    kind : {"quantile", "interval"}
+    batch_size : int, optional
+
+    Returns
+    -------
+    NullTestResult
+        ``statistic`` = the area, ``pvalue``, simulated ``samples``.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.regression import miscalibration_area_test
+    >>> u = jax.random.beta(jax.random.key(1), 3.0, 3.0, (300,))  # far too wide
+    >>> res = miscalibration_area_test(u, key=jax.random.key(0), num_samples=199)
+    >>> round(float(res.pvalue), 4)
+    0.005
+    """
+    _v.check_choice(kind, "kind", KINDS)
+    key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
+    u = _check_pit(pit)
+    n = u.shape[0]
+    observed = miscalibration_area(u, num_levels=num_levels, kind=kind)
+    if num_levels is None:
+        statistic = ecdf_area_to_diagonal
+        simulate = _sorted_uniform_simulator(n, u.dtype.name)
+        per = n
+    else:
+        num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+        statistic = _curve_statistic(num_levels, "area", u.dtype.name)
+        simulate = _null_curve_simulator(n, num_levels, u.dtype.name)
+        per = min(n, num_levels * MULTINOMIAL_PER_POINT)
+    if batch_size is None:
+        batch_size = default_batch_size(per, num_samples)
+    return null_pvalue(
+        statistic,
+        observed,
+        simulate,
+        key=key,
+        num_samples=num_samples,
+        batch_size=batch_size,
+    )

@@ -1,0 +1,308 @@
+"""Every plot function draws the expected artists (no image comparisons)."""
+
+import subprocess
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
+
+from bayescal import core, plot  # noqa: E402
+from bayescal import regression as reg  # noqa: E402
+from bayescal.core import CalibrationCurve  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def pits():
+    r = np.random.default_rng(0)
+    u = r.uniform(size=200)
+    narrow = np.asarray(jax.scipy.stats.norm.cdf(2 * jax.scipy.stats.norm.ppf(u)))
+    return {"calibrated": u, "too narrow": np.clip(narrow, 0, 1)}
+
+
+@pytest.fixture(scope="module")
+def band200():
+    return reg.pit_ecdf_band(200, num_points=50, num_samples=200)
+
+
+@pytest.fixture(scope="module")
+def binned():
+    """A 10-bin reliability curve with acceptance intervals, and a CORP curve."""
+    r = np.random.default_rng(1)
+    p = r.beta(2, 3, 500)
+    y = (r.uniform(size=500) < p**1.3).astype(float)
+    edges = np.linspace(0, 1, 11)
+    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, 9)
+    cnt = np.bincount(idx, minlength=10)
+    mean_p = np.bincount(idx, weights=p, minlength=10) / np.maximum(cnt, 1)
+    freq = np.bincount(idx, weights=y, minlength=10) / np.maximum(cnt, 1)
+    band = core.binomial_acceptance_intervals(mean_p, cnt)
+    curve = CalibrationCurve(
+        jnp.asarray(mean_p), jnp.asarray(freq), jnp.asarray(cnt), band.lower, band.upper
+    )
+    order = np.argsort(p)
+    fit = core.isotonic_regression(y[order])
+    cb = core.corp_consistency_band(p, key=jax.random.key(0), num_samples=50)
+    corp = CalibrationCurve(cb.x, fit, jnp.ones(500), cb.lower, cb.upper)
+    return curve, corp, cnt
+
+
+def _legend_texts(ax):
+    legend = ax.get_legend()
+    return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def _polys(ax):
+    return [c for c in ax.collections if isinstance(c, PolyCollection)]
+
+
+def test_calibration_curve_single_with_band_and_area(pits):
+    c = reg.bootstrap_calibration_curve(
+        pits["too narrow"], key=jax.random.key(0), num_levels=50
+    )
+    ax = plot.calibration_curve(c, band_label="95% bootstrap band", kind="quantile")
+    assert len(ax.lines) == 2  # diagonal and curve
+    np.testing.assert_allclose(ax.lines[1].get_xydata()[:, 1], c.observed)
+    assert len(_polys(ax)) == 2  # band and shaded area
+    texts = _legend_texts(ax)
+    area = float(reg.miscalibration_area(pits["too narrow"], num_levels=50))
+    assert texts == [
+        "ideal",
+        "95% bootstrap band",
+        f"miscalibration area {area:.3f}",
+        "observed",
+    ]
+    assert ax.get_xlabel().startswith("expected proportion (quantile level")
+    assert ax.get_ylabel().startswith("observed proportion")
+    assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
+    assert ax.get_aspect() == 1.0
+    # no band and no shading: only lines
+    ax = plot.calibration_curve(c, band=False, shade_area=False)
+    assert len(_polys(ax)) == 0 and ax.get_xlabel() == "expected proportion"
+
+
+def test_calibration_curve_several_models_share_one_band(pits, band200):
+    curves = {
+        name: reg.calibration_curve(u, num_levels=50)._replace(
+            lower=band200.lower, upper=band200.upper
+        )
+        for name, u in pits.items()
+    }
+    fig, ax = plt.subplots()
+    out = plot.calibration_curve(curves, ax=ax, band_label="95% band under calibration")
+    assert out is ax
+    assert len(ax.lines) == 3
+    assert len(_polys(ax)) == 1 + 2  # one shared band, two shaded areas
+    texts = _legend_texts(ax)
+    assert texts[:2] == ["ideal", "95% band under calibration"]
+    assert texts[2].startswith("calibrated (area ") and texts[3].startswith(
+        "too narrow (area"
+    )
+    # different bands are drawn per model, with explicit labels
+    c2 = [
+        reg.bootstrap_calibration_curve(u, key=jax.random.key(1), num_levels=50)
+        for u in pits.values()
+    ]
+    ax = plot.calibration_curve(c2, labels=["A", "B"], shade_area=False, kind="interval")
+    assert len(_polys(ax)) == 2
+    assert _legend_texts(ax) == [
+        "ideal",
+        "A: band",
+        f"A (area {float(core.curve_area(c2[0])):.3f})",
+        "B: band",
+        f"B (area {float(core.curve_area(c2[1])):.3f})",
+    ]
+    assert "central interval" in ax.get_xlabel()
+
+
+def test_reliability_diagram_points_with_intervals_histogram_and_corp(binned):
+    curve, corp, cnt = binned
+    ax = plot.reliability_diagram(curve, corp=corp)
+    fig = ax.figure
+    assert len(fig.axes) == 2
+    hist = fig.axes[1]
+    heights = [p.get_height() for p in hist.patches]
+    np.testing.assert_array_equal(heights, cnt)  # one bar per bin, at its count
+    assert (
+        hist.get_xlabel() == "mean predicted probability" and hist.get_ylabel() == "count"
+    )
+    assert ax.get_ylabel() == "observed frequency"
+    assert [type(c) for c in ax.collections].count(LineCollection) == 1  # intervals
+    assert len(_polys(ax)) == 1  # consistency band
+    assert _legend_texts(ax) == [
+        "ideal",
+        "acceptance interval",
+        "observed",
+        "consistency band",
+        "CORP (PAV)",
+    ]
+    segs = ax.collections[0].get_segments()
+    filled = cnt > 0
+    assert len(segs) == filled.sum()
+    np.testing.assert_allclose([s[0][1] for s in segs], np.asarray(curve.lower)[filled])
+    assert ax.get_xlim() == (0.0, 1.0) and ax.get_ylim() == (0.0, 1.0)
+
+
+def test_reliability_diagram_bars_without_histogram(binned):
+    curve, _, cnt = binned
+    ax = plot.reliability_diagram(curve, style="bars", histogram=False, intervals=False)
+    assert len(ax.figure.axes) == 1
+    filled = int((cnt > 0).sum())
+    assert len(ax.patches) == 2 * filled  # observed bars and gap bars
+    assert ax.get_xlabel() == "mean predicted probability"
+    assert not [c for c in ax.collections if isinstance(c, LineCollection)]
+    assert _legend_texts(ax) == ["ideal", "observed", "gap to mean prediction"]
+    # quantile-style bins: means outside the uniform bins -> bars centred on the means
+    c = CalibrationCurve(
+        jnp.array([0.05, 0.08, 0.5]), jnp.array([0.1, 0.1, 0.4]), jnp.array([5, 5, 5])
+    )
+    fig, (a1, a2) = plt.subplots(2)
+    out = plot.reliability_diagram(c, ax=a1, hist_ax=a2, style="bars")
+    assert out is a1 and len(a2.patches) == 3
+    xs = sorted(p.get_x() + p.get_width() / 2 for p in a2.patches)
+    np.testing.assert_allclose(xs, [0.05, 0.08, 0.5], atol=1e-9)
+
+
+def test_pit_ecdf_difference_band_and_points_outside(pits, band200):
+    ax = plot.pit_ecdf(pits["too narrow"], num_points=50, num_samples=200)
+    assert ax.get_ylabel() == "ECDF(p) − p" and ax.get_xlabel() == "PIT value p"
+    assert len(_polys(ax)) == 1
+    texts = _legend_texts(ax)
+    assert texts == ["uniform", "95% simultaneous band", "PIT ECDF (n=200)", "outside band"]
+    lo, hi = ax.get_ylim()
+    assert lo == -hi and ax.get_xlim() == (0.0, 1.0)
+    # the band drawn is pit_ecdf_band's, shifted by the diagonal
+    verts = _polys(ax)[0].get_paths()[0].vertices
+    assert np.abs(verts[:, 1]).max() == pytest.approx(
+        float(np.max(np.abs(np.asarray(band200.upper) - np.asarray(band200.x)))), rel=1e-5
+    )
+    # a calibrated sample: no point outside; a precomputed band; the plain ECDF
+    ax = plot.pit_ecdf(pits["calibrated"], band=band200, num_points=50, difference=False)
+    assert "outside band" not in _legend_texts(ax)
+    assert ax.get_ylabel() == "ECDF(p)" and ax.get_aspect() == 1.0
+    ax = plot.pit_ecdf(pits["calibrated"], band=False, num_points=50)
+    assert len(_polys(ax)) == 0
+
+
+def test_pit_histogram_and_sharpness(pits):
+    u = pits["too narrow"]
+    ax = plot.pit_histogram(u, bins=10, level=0.9)
+    assert len(ax.patches) == 10
+    counts, _ = np.histogram(u, bins=10, range=(0, 1))
+    np.testing.assert_allclose([p.get_height() for p in ax.patches], counts / 20)
+    assert len(_polys(ax)) == 1
+    assert sorted(_legend_texts(ax)) == [
+        "90% binomial band (per bin)",
+        "PIT (n=200)",
+        "uniform",
+    ]
+    assert ax.get_ylabel() == "density (uniform = 1)" and ax.get_xlim() == (0.0, 1.0)
+    ax = plot.pit_histogram(u, bins=[0, 0.5, 0.9, 1.0], band=False)
+    assert len(ax.patches) == 3 and len(_polys(ax)) == 0
+
+    scale = np.random.default_rng(2).uniform(0.5, 1.5, 300)
+    ax = plot.sharpness(scale, bins=12)
+    assert len(ax.patches) == 12
+    mean, rms = scale.mean(), np.sqrt(np.mean(scale**2))
+    assert _legend_texts(ax) == [
+        "n=300",
+        f"mean σ = {mean:.3g}",
+        f"RMS σ (sharpness) = {rms:.3g}",
+    ]
+    assert ax.lines[0].get_xdata()[0] == pytest.approx(mean)
+    assert ax.lines[1].get_xdata()[0] == pytest.approx(
+        float(reg.sharpness(scale, root=True))
+    )
+    assert ax.get_xlabel() == "predictive standard deviation"
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: plot.calibration_curve([1, 2]), TypeError, "must be a CalibrationCurve"),
+        (lambda: plot.calibration_curve([]), ValueError, "curve_or_curves is empty"),
+        (lambda: plot.calibration_curve(3.0), TypeError, "curve_or_curves must be"),
+        (
+            lambda: plot.calibration_curve(reg.calibration_curve([0.5]), labels=["a", "b"]),
+            ValueError,
+            "labels has 2 entries",
+        ),
+        (
+            lambda: plot.calibration_curve(reg.calibration_curve([0.5]), kind="both"),
+            ValueError,
+            "kind must be None",
+        ),
+        (
+            lambda: plot.calibration_curve(reg.calibration_curve([0.5]), ax="ax"),
+            TypeError,
+            "ax must be a matplotlib Axes",
+        ),
+        (
+            lambda: plot.reliability_diagram(reg.calibration_curve([0.5]), style="line"),
+            ValueError,
+            "style must be",
+        ),
+        (
+            lambda: plot.reliability_diagram(
+                reg.calibration_curve([0.5], num_levels=3), edges=[0, 1]
+            ),
+            ValueError,
+            "edges must be 4",
+        ),
+        (lambda: plot.pit_ecdf([0.5, 1.5]), ValueError, "pit must lie in \\[0, 1\\]"),
+        (lambda: plot.pit_ecdf([0.5], level=2), ValueError, "level must lie strictly"),
+        (
+            lambda: plot.pit_ecdf([0.5], band="yes"),
+            TypeError,
+            "band must be True, False or a Band",
+        ),
+        (
+            lambda: plot.pit_ecdf(
+                [0.5], band=reg.pit_ecdf_band(1, num_points=5, num_samples=10)
+            ),
+            ValueError,
+            "band has 5 points",
+        ),
+        (lambda: plot.pit_histogram([0.5], bins=0), ValueError, "bins must be an int >= 1"),
+        (
+            lambda: plot.pit_histogram([0.5], bins=[0.5, 0.2]),
+            ValueError,
+            "strictly increasing",
+        ),
+        (
+            lambda: plot.sharpness([1.0, -1.0]),
+            ValueError,
+            "scale must be strictly positive",
+        ),
+    ],
+)
+def test_bad_input(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_missing_matplotlib_names_the_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        plot.sharpness([1.0])
+
+
+def test_importing_the_module_does_not_import_matplotlib():
+    code = "import sys, bayescal.plot; print('matplotlib' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
