@@ -40,12 +40,21 @@ from bayescal.classification._metrics import (
     prediction_sharpness,
     reliability_curve,
 )
+from bayescal.classification._uncertainty import (
+    acceptance_intervals,
+    bootstrap_reliability_curve,
+    corp_curve,
+)
 from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
 )
 
 __all__ = [
+    # uncertainty of reliability curves
+    "acceptance_intervals",
+    "corp_curve",
+    "bootstrap_reliability_curve",
     # metrics
     "reliability_curve",
     "expected_calibration_error",

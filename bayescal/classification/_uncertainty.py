@@ -1,0 +1,179 @@
+"""Sampling uncertainty of reliability curves: acceptance intervals, CORP, bootstrap."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from bayescal._src import validation as _v
+from bayescal._src.curve import CalibrationCurve
+from bayescal.classification._inputs import binary_inputs, resolve_bins
+from bayescal.classification._metrics import _reliability_kernel
+from bayescal.core import (
+    binomial_acceptance_intervals,
+    bootstrap,
+    corp_consistency_band,
+    isotonic_fit,
+)
+
+__all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]
+
+
+def acceptance_intervals(curve: CalibrationCurve, *, level: float = 0.95) -> CalibrationCurve:
+    r"""Fill ``lower`` / ``upper`` with per-bin acceptance intervals under calibration.
+
+    For a bin with :math:`n_k` forecasts of mean :math:`\bar p_k`, a calibrated model
+    gives :math:`n_k \bar y_k \sim \mathrm{Binomial}(n_k, \bar p_k)` (approximately,
+    treating the bin's forecasts as equal), so the observed frequency falls between
+    the binomial quantiles :math:`q_{(1-\text{level})/2} / n_k` and
+    :math:`q_{(1+\text{level})/2} / n_k` with probability at least ``level``. Points
+    outside their interval are evidence of miscalibration in that bin (Bröcker &
+    Smith, 2007, "Increasing the reliability of reliability diagrams").
+
+    Parameters
+    ----------
+    curve : CalibrationCurve
+        From :func:`reliability_curve` (``weight`` = counts).
+    level : float in (0, 1), default 0.95
+
+    Returns
+    -------
+    CalibrationCurve
+        The same curve with ``lower`` and ``upper`` set (NaN for empty bins).
+
+    Examples
+    --------
+    >>> from bayescal.classification import reliability_curve, acceptance_intervals
+    >>> c = acceptance_intervals(reliability_curve([0, 1] * 10, [0.5] * 20, bins=2))
+    >>> [round(float(v), 2) for v in (c.lower[1], c.upper[1])]  # Binomial(20, 0.5) quantiles / 20
+    [0.3, 0.7]
+    """
+    if not isinstance(curve, CalibrationCurve):
+        raise TypeError(
+            f"curve must be a CalibrationCurve (from reliability_curve); got {type(curve).__name__}."
+        )
+    band = binomial_acceptance_intervals(curve.expected, curve.weight, level=level)
+    return curve._replace(lower=band.lower, upper=band.upper)
+
+
+def corp_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    band: bool = True,
+    key: jax.Array | None = None,
+    level: float = 0.95,
+    num_samples: int = 1000,
+) -> CalibrationCurve:
+    r"""The CORP reliability curve: the PAV recalibration of the forecasts.
+
+    CORP (Dimitriadis, Gneiting & Jordan, 2021) replaces binning by isotonic
+    regression of the labels on the forecasts (ties pooled): the curve is the step
+    function through the distinct forecasts and their PAV-fitted frequencies, with no
+    tuning choice. ``band=True`` adds their consistency band: the pointwise
+    ``level`` range of the PAV fit when the labels are resampled as
+    :math:`y^* \sim \mathrm{Bernoulli}(p)`, i.e. what a calibrated model would show.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Labels in {0, 1}.
+    y_prob : array_like, shape [N]
+        Forecast probabilities.
+    band : bool, default True
+    key : PRNG key, optional
+        For the resampling (default ``jax.random.key(0)``).
+    level : float in (0, 1), default 0.95
+    num_samples : int, default 1000
+
+    Returns
+    -------
+    CalibrationCurve
+        ``expected``: the sorted forecasts ``[N]``; ``observed``: the PAV fit there;
+        ``weight``: 1 per forecast; ``lower`` / ``upper``: the consistency band (or
+        None). Draw it as a right-continuous step function.
+
+    Examples
+    --------
+    >>> from bayescal.classification import corp_curve
+    >>> c = corp_curve([0, 1, 0, 1], [0.2, 0.4, 0.6, 0.8], band=False)
+    >>> c.observed.tolist()
+    [0.0, 0.5, 0.5, 1.0]
+    """
+    y, p = binary_inputs(y_true, y_prob)
+    order = jnp.argsort(p)
+    xs = p[order]
+    fitted = isotonic_fit(p, y).fitted[order]
+    curve = CalibrationCurve(xs, fitted, jnp.ones_like(xs))
+    if not band:
+        return curve
+    key = jax.random.key(0) if key is None else key
+    b = corp_consistency_band(p, key=key, num_samples=num_samples, level=level)
+    return curve._replace(lower=b.lower, upper=b.upper)
+
+
+@functools.partial(jax.jit, static_argnames=("num_bins",))
+def _weighted_reliability(y, p, w, edges, *, num_bins):
+    curve, _ = _reliability_kernel(y, p, w, edges, num_bins=num_bins, strategy="edges")
+    # empty bins give no information in a replicate: NaN is left out of the percentiles
+    observed = jnp.where(curve.weight > 0, curve.observed, jnp.nan)
+    return observed
+
+
+def bootstrap_reliability_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    key: jax.Array,
+    bins: Any = 10,
+    strategy: str = "uniform",
+    level: float = 0.95,
+    num_samples: int = 1000,
+    method: str = "plain",
+) -> CalibrationCurve:
+    """Reliability curve with bootstrap percentile bands of the observed frequencies.
+
+    The bin edges are resolved once on the full data (so every replicate uses the
+    same bins); each replicate resamples the observations (``method="plain"``) or
+    reweights them with Dirichlet weights (``"bayesian"``), all in one ``vmap``.
+    Unlike :func:`acceptance_intervals`, which show what a *calibrated* model would
+    give, these bands show the uncertainty of *this* model's curve.
+
+    Returns
+    -------
+    CalibrationCurve
+        :func:`reliability_curve` with ``lower`` / ``upper`` set (NaN in a bin that
+        no replicate filled).
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.classification import bootstrap_reliability_curve
+    >>> p = jax.random.uniform(jax.random.key(1), (400,))
+    >>> y = jax.random.bernoulli(jax.random.key(2), p).astype(int)
+    >>> c = bootstrap_reliability_curve(y, p, bins=4, key=jax.random.key(0), num_samples=200)
+    >>> bool((c.lower <= c.observed).all() & (c.observed <= c.upper).all())
+    True
+    """
+    y, p = binary_inputs(y_true, y_prob)
+    resolved = resolve_bins(bins, strategy, p)
+    curve, edges = _reliability_kernel(
+        y, p, None, resolved.edges, num_bins=resolved.num_bins, strategy=resolved.strategy
+    )
+    num_bins = resolved.num_bins
+    _v.check_choice(method, "method", ("plain", "bayesian"))
+    if method == "plain":
+
+        def metric(yy, pp):
+            return _weighted_reliability(yy, pp, None, edges, num_bins=num_bins)
+
+    else:
+
+        def metric(yy, pp, weights):
+            return _weighted_reliability(yy, pp, weights, edges, num_bins=num_bins)
+
+    res = bootstrap(metric, y, p, key=key, num_samples=num_samples, method=method, level=level)
+    return curve._replace(lower=res.lower, upper=res.upper)

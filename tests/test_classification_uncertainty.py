@@ -1,0 +1,78 @@
+"""Uncertainty of reliability curves. References: scipy.stats.binom.ppf (acceptance
+intervals), scikit-learn's IsotonicRegression (the CORP curve), Dimitriadis, Gneiting &
+Jordan (2021) for the consistency band's definition."""
+
+import jax
+import numpy as np
+import pytest
+import scipy.stats
+from sklearn.isotonic import IsotonicRegression
+
+from bayescal import classification as clf
+
+
+@pytest.fixture
+def calibrated():
+    rng = np.random.default_rng(3)
+    p = rng.beta(2, 3, 600)
+    y = (rng.uniform(size=600) < p).astype(int)
+    return y, p
+
+
+def test_acceptance_intervals_are_binomial_quantiles(calibrated):
+    y, p = calibrated
+    c = clf.acceptance_intervals(clf.reliability_curve(y, p, bins=8), level=0.9)
+    n = np.asarray(c.weight)
+    e = np.asarray(c.expected, np.float64)
+    full = n > 0
+    lo = scipy.stats.binom.ppf(0.05, n[full], e[full]) / n[full]  # scipy 1.17
+    hi = scipy.stats.binom.ppf(0.95, n[full], e[full]) / n[full]
+    np.testing.assert_allclose(np.asarray(c.lower)[full], lo, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(c.upper)[full], hi, atol=1e-6)
+    # a calibrated model's frequencies fall inside most of their intervals
+    inside = (c.observed >= c.lower) & (c.observed <= c.upper)
+    assert np.asarray(inside)[full].mean() >= 0.75
+
+
+def test_corp_curve_equals_sklearn_isotonic_and_band_brackets_calibration(calibrated):
+    y, p = calibrated
+    p = np.round(p, 2)  # ties are pooled
+    c = clf.corp_curve(y, p, key=jax.random.key(0), num_samples=300)
+    ref = IsotonicRegression().fit(p, y).predict(np.sort(p))  # scikit-learn 1.9
+    np.testing.assert_allclose(c.expected, np.sort(p), atol=1e-7)
+    np.testing.assert_allclose(c.observed, ref, atol=1e-6)
+    lower, upper = np.asarray(c.lower), np.asarray(c.upper)
+    assert np.all(lower <= upper + 1e-7)
+    # the band is what a calibrated model shows: it contains the diagonal almost everywhere
+    x = np.asarray(c.expected)
+    assert np.mean((lower <= x + 1e-6) & (x <= upper + 1e-6)) > 0.9
+
+
+def test_bootstrap_reliability_curve_brackets_observed(calibrated):
+    y, p = calibrated
+    for method in ("plain", "bayesian"):
+        c = clf.bootstrap_reliability_curve(
+            y, p, bins=6, key=jax.random.key(1), num_samples=300, method=method
+        )
+        base = clf.reliability_curve(y, p, bins=6)
+        np.testing.assert_allclose(c.observed, base.observed)
+        full = np.asarray(c.weight) > 20
+        assert np.all(np.asarray(c.lower)[full] <= np.asarray(c.observed)[full] + 1e-6)
+        assert np.all(np.asarray(c.observed)[full] <= np.asarray(c.upper)[full] + 1e-6)
+        width = np.asarray(c.upper - c.lower)[full]
+        # roughly 2 * 1.96 * binomial sd of each bin's frequency
+        n = np.asarray(c.weight)[full]
+        sd = np.sqrt(np.asarray(c.observed)[full] * (1 - np.asarray(c.observed)[full]) / n)
+        assert np.all(width < 6 * sd + 0.05) and np.all(width > 1.5 * sd)
+
+
+def test_uncertainty_bad_input(calibrated):
+    y, p = calibrated
+    with pytest.raises(TypeError, match="curve must be a CalibrationCurve"):
+        clf.acceptance_intervals((1, 2, 3))
+    with pytest.raises(ValueError, match="level"):
+        clf.acceptance_intervals(clf.reliability_curve(y, p), level=1.5)
+    with pytest.raises(ValueError, match="method must be one of"):
+        clf.bootstrap_reliability_curve(y, p, key=jax.random.key(0), method="jackknife")
+    with pytest.raises(ValueError, match="y_true"):
+        clf.corp_curve(y + 1, p)
