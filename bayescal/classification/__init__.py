@@ -40,14 +40,14 @@ from bayescal.classification._metrics import (
     prediction_sharpness,
     reliability_curve,
 )
+from bayescal.classification._multiclass import (
+    marginal_calibration_error,
+    top_label_calibration_error,
+)
 from bayescal.classification._uncertainty import (
     acceptance_intervals,
     bootstrap_reliability_curve,
     corp_curve,
-)
-from bayescal.classification._multiclass import (
-    marginal_calibration_error,
-    top_label_calibration_error,
 )
 
 __all__ = [
