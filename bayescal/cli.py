@@ -53,6 +53,55 @@ def _build_parser() -> argparse.ArgumentParser:
         "--num-warmup", type=int, default=500, help="warm-up steps (default: %(default)s)"
     )
     demo.add_argument("--quiet", action="store_true", help="no progress bar while sampling")
+    ev = sub.add_parser(
+        "evaluate",
+        help="compute calibration metrics of predictions stored in a file",
+        description=(
+            "Read predictions from FILE and report calibration: a NetCDF file written "
+            "by ArviZ (posterior_predictive and observed_data groups; any PPL through "
+            "ArviZ), or a CSV file with named columns: y,loc,scale (Normal predictives), "
+            "y,prob (binary classifier), or y plus one column per predictive draw "
+            "(draw_1, draw_2, ...). Prints a table, writes report.json and PNG plots "
+            "into --out. Bad input: one line on stderr and exit status 2."
+        ),
+    )
+    ev.add_argument("file", metavar="FILE", help="a .nc (ArviZ NetCDF) or .csv file")
+    ev.add_argument(
+        "--format",
+        choices=("auto", "csv", "netcdf"),
+        default="auto",
+        help="file format; auto: by extension (.nc/.netcdf/.nc4/.h5 = NetCDF, else CSV)",
+    )
+    ev.add_argument(
+        "--var-name",
+        default=None,
+        help="NetCDF: the variable in posterior_predictive and observed_data "
+        "(default: the only one in both)",
+    )
+    ev.add_argument(
+        "--out",
+        default="bayescal-report",
+        help="folder for report.json and the plots (default: %(default)s)",
+    )
+    ev.add_argument(
+        "--num-levels",
+        type=int,
+        default=100,
+        help="regression: levels of the calibration curve (default: %(default)s)",
+    )
+    ev.add_argument(
+        "--bins",
+        type=int,
+        default=15,
+        help="classification: number of equal-width bins (default: %(default)s)",
+    )
+    ev.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the randomized PIT for integer data (default: %(default)s)",
+    )
+    ev.add_argument("--no-plots", action="store_true", help="write no PNG files")
     return parser
 
 
@@ -71,6 +120,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 num_warmup=args.num_warmup,
                 progress=not args.quiet,
             )
+        elif args.command == "evaluate":
+            from bayescal._cli.evaluate import InputError, run_evaluate
+
+            if args.num_levels < 2:
+                raise UserError(f"--num-levels must be >= 2; got {args.num_levels}")
+            if args.bins < 1:
+                raise UserError(f"--bins must be >= 1; got {args.bins}")
+            try:
+                run_evaluate(
+                    args.file,
+                    out=args.out,
+                    fmt=args.format,
+                    var_name=args.var_name,
+                    num_levels=args.num_levels,
+                    bins=args.bins,
+                    seed=args.seed,
+                    plots=not args.no_plots,
+                )
+            except InputError as err:
+                raise UserError(str(err)) from None
         return 0
     except UserError as err:
         print(f"bayescal {args.command}: error: {err}", file=sys.stderr)
