@@ -558,7 +558,10 @@ def pit_ecdf(
     shift = p if difference else 0.0
     ax = _axes(ax, figsize=(5.6, 4.0) if difference else (4.8, 4.8))
     color = _color(0, color)
-    ax.plot([0, 1], [0, 0] if difference else [0, 1], label="uniform", **_DIAGONAL)
+    # one reference line, even when several PIT sets are drawn on the same axes
+    drawn = any(line.get_label() == "uniform" for line in ax.get_lines())
+    reference = "_nolegend_" if drawn else "uniform"
+    ax.plot([0, 1], [0, 0] if difference else [0, 1], label=reference, **_DIAGONAL)
     if band is not None:
         lo, hi = _np(band.lower), _np(band.upper)
         ax.fill_between(
