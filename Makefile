@@ -31,10 +31,12 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-# The whole suite in float32 (JAX's default), then again with JAX_ENABLE_X64=1.
-test: $(VENV)/.test-installed
+# The whole suite: tests and doctests in float32 (JAX's default), the tests again with
+# JAX_ENABLE_X64=1, then the docs with the tutorial notebooks executed.
+test: $(VENV)/.test-installed $(VENV)/.docs-installed
 	$(PY) -m pytest -n 2 -q
 	JAX_ENABLE_X64=1 $(PY) -m pytest -n 2 -q -m "not slow" tests
+	$(MAKE) docs
 
 demo: $(VENV)/.installed
 	$(BIN)/bayescal demo
@@ -48,6 +50,7 @@ lint: $(VENV)/.lint-installed
 	$(BIN)/mypy bayescal
 
 docs: $(VENV)/.docs-installed
+	rm -rf docs/_build docs/api/generated docs/tutorials
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 
 clean:
