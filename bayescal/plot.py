@@ -10,9 +10,12 @@ given (``CalibrationCurve`` objects, PIT values, scales); the statistics come fr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = [
     "calibration_curve",
@@ -65,6 +68,10 @@ def _check_curve(curve: Any, name: str) -> Any:
     return curve
 
 
+@overload
+def _np(x: None) -> None: ...
+@overload
+def _np(x: Any) -> np.ndarray: ...
 def _np(x: Any) -> np.ndarray | None:
     return None if x is None else np.asarray(x, dtype=float)
 
@@ -96,7 +103,7 @@ def _check_level(level: Any) -> float:
     return check_level(level)
 
 
-def _check_pit(pit: Any) -> np.ndarray:
+def _check_pit(pit: Any) -> jax.Array:
     from bayescal._src import validation as _v
 
     u = _v.as_float_array(pit, "pit")
@@ -184,6 +191,7 @@ def calibration_curve(
 
     if kind not in _AXIS_LABELS:
         raise ValueError(f"kind must be None, 'quantile' or 'interval'; got {kind!r}.")
+    names: Sequence[str | None] | None
     if isinstance(curve_or_curves, Mapping):
         names = [str(k) for k in curve_or_curves]
         curves = list(curve_or_curves.values())
@@ -462,8 +470,8 @@ def reliability_diagram(
             edgecolor="white",
         )
     else:
-        width = 0.8 * (np.diff(np.sort(x[filled])).min() if filled.sum() > 1 else 0.1)
-        hist_ax.bar(x[filled], w[filled], width=width, color=color, alpha=0.6)
+        bar_width = 0.8 * (np.diff(np.sort(x[filled])).min() if filled.sum() > 1 else 0.1)
+        hist_ax.bar(x[filled], w[filled], width=bar_width, color=color, alpha=0.6)
     hist_ax.set_xlim(0.0, 1.0)
     if log_counts:
         hist_ax.set_yscale("log")
@@ -753,11 +761,11 @@ def sharpness(
     """
     from bayescal._src import validation as _v
 
-    s = _v.as_float_array(scale, "scale")
-    _v.check_ndim(s, "scale", 1)
-    _v.check_nonempty(s, "scale")
-    _v.check_positive(s, "scale")
-    s = np.asarray(s, dtype=float)
+    checked = _v.as_float_array(scale, "scale")
+    _v.check_ndim(checked, "scale", 1)
+    _v.check_nonempty(checked, "scale")
+    _v.check_positive(checked, "scale")
+    s = np.asarray(checked, dtype=float)
     mean, rms = float(s.mean()), float(np.sqrt(np.mean(s**2)))
     ax = _axes(ax, figsize=(5.6, 4.0))
     color = _color(0, color)

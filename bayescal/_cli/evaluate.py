@@ -262,7 +262,7 @@ def _classification_report(task: dict[str, Any], bins: int) -> dict[str, Any]:
     from bayescal import classification as clf
 
     y, p = task["y"].astype(np.int32), task["prob"]
-    metrics = {
+    metrics: dict[str, float | str] = {
         "ECE": float(clf.expected_calibration_error(y, p, bins=bins)),
         "ECE (debiased L2)": float(
             clf.expected_calibration_error(y, p, bins=bins, norm="l2", debias=True)

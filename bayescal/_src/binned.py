@@ -148,10 +148,13 @@ def binned_means(
     ([2, 0, 1], [2.0, 0.0, 5.0])
     """
     weight, sums = bin_sums(idx, num_bins, values, weights)
+    fills: tuple[jax.Array | None, ...]
     if fill is None or not isinstance(fill, tuple):
-        fill = (fill,) * len(values)
+        fills = (fill,) * len(values)
+    else:
+        fills = fill
     means = []
-    for s, f in zip(sums, fill, strict=True):
+    for s, f in zip(sums, fills, strict=True):
         w = weight.astype(s.dtype)
         empty = w == 0
         mean = s / jnp.where(empty, 1, w)

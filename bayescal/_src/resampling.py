@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import numbers
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
@@ -93,7 +93,7 @@ def check_key(key: Any, name: str = "key") -> jax.Array:
     if isinstance(key, jax.Array | np.ndarray):
         dtype = key.dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and key.shape == ():
-            return key
+            return cast(jax.Array, key)  # only JAX arrays have a key dtype
         if dtype == np.uint32 and tuple(key.shape) == (2,):
             return jnp.asarray(key)
         raise TypeError(
@@ -150,6 +150,7 @@ def _check_metric(metric: Any, name: str = "metric") -> None:
 
 def _as_data_array(a: Any, name: str) -> jax.Array:
     """Numbers (float, int or bool) as a JAX array; floats keep float32/float64."""
+    arr: jax.Array | np.ndarray
     if isinstance(a, jax.Array):
         arr = a
     else:

@@ -127,7 +127,7 @@ def _host_pool_padded(x: np.ndarray, y: np.ndarray, w: np.ndarray | None = None)
         # Batched by vmap (expand_dims: unbatched operands have size-1 batch axes).
         shape = np.broadcast_shapes(x.shape, y.shape, () if w is None else np.shape(w))
         flat = [np.broadcast_to(a, shape).reshape(-1, shape[-1]) for a in (x, y)]
-        flat_w = [None] * flat[0].shape[0]
+        flat_w: list[None] | np.ndarray = [None] * flat[0].shape[0]
         if w is not None:
             flat_w = np.broadcast_to(w, shape).reshape(-1, shape[-1])
         rows = [_host_pool_padded(*args) for args in zip(*flat, flat_w, strict=True)]

@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from collections.abc import Sequence
+from types import FrameType
 from typing import Any
 
 import jax
@@ -48,7 +49,8 @@ def _warn_float64_once(name: str) -> None:
     _FLOAT64_WARNED = True
     # Point the warning at the user's line: the first frame outside the package.
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 2
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
         package_dir
     ):

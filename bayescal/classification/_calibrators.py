@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 import jax
 import jax.numpy as jnp
@@ -48,12 +48,20 @@ __all__ = [
 INPUTS = ("prob", "score")
 
 
-def _pytree(data: tuple[str, ...], meta: tuple[str, ...] = ()):
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True, eq_default=False)
+def _pytree(
+    data: tuple[str, ...], meta: tuple[str, ...] = ()
+) -> Callable[[type[_T]], type[_T]]:
     """Frozen dataclass registered as a pytree (``eq=False``: arrays do not compare)."""
 
-    def wrap(cls):
+    def wrap(cls: type[_T]) -> type[_T]:
         cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
-        cls._data_fields, cls._meta_fields = tuple(data), tuple(meta)
+        # Class attributes read by save_calibrator; mypy cannot see them on type[_T].
+        tagged: Any = cls
+        tagged._data_fields, tagged._meta_fields = tuple(data), tuple(meta)
         return jax.tree_util.register_dataclass(
             cls, data_fields=list(data), meta_fields=list(meta)
         )

@@ -250,6 +250,7 @@ def cross_calibrate(
     num_folds = _v.check_positive_int(num_folds, "num_folds", minimum=2)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise TypeError(f"seed must be an int; got {seed!r}.")
+    fit: Callable[..., Any] | None
     if callable(method):
         fit = method
     else:

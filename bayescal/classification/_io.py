@@ -21,7 +21,8 @@ from bayescal.classification._calibrators import (
 __all__ = ["save_calibrator", "load_calibrator"]
 
 FORMAT = "bayescal.calibrator/1"
-_TYPES = {
+# type[Any]: the classes get _data_fields / _meta_fields at run time (see _pytree).
+_TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
         PlattCalibrator,
@@ -35,7 +36,7 @@ _TYPES = {
 _NESTED = "calibrators"  # the one field holding a tuple of calibrators
 
 
-def _encode(cal: Any, arrays: dict[str, np.ndarray], prefix: str) -> dict:
+def _encode(cal: Any, arrays: dict[str, np.ndarray], prefix: str) -> dict[str, Any]:
     name = type(cal).__name__
     if _TYPES.get(name) is not type(cal):
         raise TypeError(
@@ -58,10 +59,11 @@ def _encode(cal: Any, arrays: dict[str, np.ndarray], prefix: str) -> dict:
     return spec
 
 
-def _decode(spec: dict, arrays: Any) -> Any:
-    cls = _TYPES.get(spec.get("type"))
+def _decode(spec: dict[str, Any], arrays: Any) -> Any:
+    kind: Any = spec.get("type")  # any JSON value; unknown ones give None below
+    cls = _TYPES.get(kind)
     if cls is None:
-        raise ValueError(f"unknown calibrator type {spec.get('type')!r} in the file.")
+        raise ValueError(f"unknown calibrator type {kind!r} in the file.")
     kwargs: dict[str, Any] = dict(spec["meta"])
     for field, key in spec["arrays"].items():
         kwargs[field] = jnp.asarray(arrays[key])
@@ -104,8 +106,10 @@ BetaCalibrator, TemperatureCalibrator or OneVsRestCalibrator
     arrays: dict[str, np.ndarray] = {}
     spec = {"format": FORMAT, "calibrator": _encode(calibrator, arrays, "")}
     blob = np.frombuffer(json.dumps(spec).encode("utf-8"), dtype=np.uint8)
+    # dict[str, Any]: numpy's stubs check ** entries against savez's allow_pickle.
+    entries: dict[str, Any] = arrays
     with open(path, "wb") as fh:
-        np.savez(fh, __spec__=blob, **arrays)
+        np.savez(fh, __spec__=blob, **entries)
 
 
 def load_calibrator(path: str | os.PathLike) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -22,7 +23,9 @@ from bayescal.core import (
 __all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]
 
 
-def acceptance_intervals(curve: CalibrationCurve, *, level: float = 0.95) -> CalibrationCurve:
+def acceptance_intervals(
+    curve: CalibrationCurve, *, level: float = 0.95
+) -> CalibrationCurve:
     r"""Fill ``lower`` / ``upper`` with per-bin acceptance intervals under calibration.
 
     For a bin with :math:`n_k` forecasts of mean :math:`\bar p_k`, a calibrated model
@@ -165,15 +168,21 @@ def bootstrap_reliability_curve(
     )
     num_bins = resolved.num_bins
     _v.check_choice(method, "method", ("plain", "bayesian"))
+    metric: Callable[..., jax.Array]
     if method == "plain":
 
-        def metric(yy, pp):
+        def plain_metric(yy, pp):
             return _weighted_reliability(yy, pp, None, edges, num_bins=num_bins)
 
+        metric = plain_metric
     else:
 
-        def metric(yy, pp, weights):
+        def weighted_metric(yy, pp, weights):
             return _weighted_reliability(yy, pp, weights, edges, num_bins=num_bins)
 
-    res = bootstrap(metric, y, p, key=key, num_samples=num_samples, method=method, level=level)
+        metric = weighted_metric
+
+    res = bootstrap(
+        metric, y, p, key=key, num_samples=num_samples, method=method, level=level
+    )
     return curve._replace(lower=res.lower, upper=res.upper)
