@@ -756,6 +756,18 @@ _BINARY_FITS: dict[str, Callable[..., Any]] = {
 }
 
 
+def _binary_fit(method: Any, *, allow_callable: bool = False) -> Callable[..., Any]:
+    """The binary ``fit_*`` named by ``method`` (or ``method`` itself if allowed)."""
+    if allow_callable and callable(method):
+        return method
+    fit = _BINARY_FITS.get(method) if isinstance(method, str) else None
+    if fit is None:
+        opts = ", ".join(repr(m) for m in _BINARY_FITS)
+        extra = " or a callable" if allow_callable else ""
+        raise ValueError(f"method must be one of {opts}{extra}; got {method!r}.")
+    return fit
+
+
 @_pytree(data=("calibrators",))
 class OneVsRestCalibrator:
     """One binary calibrator per class, outputs renormalised to sum to 1.
@@ -830,10 +842,7 @@ def fit_one_vs_rest(
     >>> out.shape, bool(np.allclose(out.sum(axis=1), 1.0))
     ((6, 3), True)
     """
-    fit = _BINARY_FITS.get(method) if isinstance(method, str) else None
-    if fit is None:
-        opts = ", ".join(repr(m) for m in _BINARY_FITS)
-        raise ValueError(f"method must be one of {opts}; got {method!r}.")
+    fit = _binary_fit(method)
     y, p = multiclass_inputs(y_true, probs)
     calibrators = []
     for k in range(p.shape[1]):

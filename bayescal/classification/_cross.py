@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
-from bayescal.classification._calibrators import _BINARY_FITS
+from bayescal.classification._calibrators import _binary_fit
 
 __all__ = ["CrossCalibratedClassifier", "cross_calibrate"]
 
@@ -250,14 +250,7 @@ def cross_calibrate(
     num_folds = _v.check_positive_int(num_folds, "num_folds", minimum=2)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
         raise TypeError(f"seed must be an int; got {seed!r}.")
-    fit: Callable[..., Any] | None
-    if callable(method):
-        fit = method
-    else:
-        fit = _BINARY_FITS.get(method) if isinstance(method, str) else None
-        if fit is None:
-            opts = ", ".join(repr(m) for m in _BINARY_FITS)
-            raise ValueError(f"method must be one of {opts} or a callable; got {method!r}.")
+    fit = _binary_fit(method, allow_callable=True)
     labels = np.asarray(y)
     if labels.ndim != 1:
         raise ValueError(f"y must be 1-D; got shape {labels.shape}.")

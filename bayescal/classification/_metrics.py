@@ -111,6 +111,42 @@ def _ece_kernel(
     return (2 * plugin - jnp.mean(resampled)).astype(dtype)
 
 
+class _ECEOptions(NamedTuple):
+    norm: str
+    debias: bool
+    num_resamples: int
+    resample: str
+
+
+def _ece_options(norm: str, debias: bool, num_resamples: int, resample: str) -> _ECEOptions:
+    """Validate the options shared by the binary and multiclass calibration errors."""
+    _v.check_choice(norm, "norm", NORMS)
+    _v.check_choice(resample, "resample", RESAMPLE)
+    if not isinstance(debias, bool):
+        raise TypeError(f"debias must be a bool; got {debias!r}.")
+    if debias and norm == "max":
+        raise ValueError(
+            "debias=True is defined for norm='l1' and norm='l2' only; got norm='max'. "
+            "Use the plug-in MCE (debias=False) or another norm."
+        )
+    num_resamples = _v.check_positive_int(num_resamples, "num_resamples")
+    return _ECEOptions(norm, debias, num_resamples, resample)
+
+
+def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
+    """The ECE kernel on resolved bins; ``key=None`` is the documented default key."""
+    return _ece_kernel(
+        y,
+        p,
+        w,
+        bins.edges,
+        jax.random.key(0) if key is None else key,
+        num_bins=bins.num_bins,
+        strategy=bins.strategy,
+        **options._asdict(),
+    )
+
+
 # --------------------------------------------------------------------------- curves
 def reliability_curve(
     y_true: Any,
@@ -280,38 +316,14 @@ def expected_calibration_error(
     0.2264
     """
     y, p = binary_inputs(y_true, y_prob)
-    _v.check_choice(norm, "norm", NORMS)
-    _v.check_choice(resample, "resample", RESAMPLE)
-    if not isinstance(debias, bool):
-        raise TypeError(f"debias must be a bool; got {debias!r}.")
+    options = _ece_options(norm, debias, num_resamples, resample)
     w = observation_weights(weights, p)
-    if debias and norm == "max":
-        raise ValueError(
-            "debias=True is defined for norm='l1' and norm='l2' only; got norm='max'. "
-            "Use the plug-in MCE (debias=False) or another norm."
-        )
     if debias and w is not None:
         raise ValueError(
             "debias=True needs unweighted counts; got weights. Drop the weights or use "
             "debias=False."
         )
-    num_resamples = _v.check_positive_int(num_resamples, "num_resamples")
-    b = resolve_bins(bins, strategy, p)
-    if key is None:
-        key = jax.random.key(0)
-    return _ece_kernel(
-        y,
-        p,
-        w,
-        b.edges,
-        key,
-        num_bins=b.num_bins,
-        strategy=b.strategy,
-        norm=norm,
-        debias=debias,
-        num_resamples=num_resamples,
-        resample=resample,
-    )
+    return _ece(y, p, w, resolve_bins(bins, strategy, p), key, options)
 
 
 # --------------------------------------------------------------------------- scores

@@ -7,23 +7,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from bayescal._src import validation as _v
 from bayescal.classification._inputs import multiclass_inputs, resolve_bins
-from bayescal.classification._metrics import NORMS, RESAMPLE, _ece_kernel
+from bayescal.classification._metrics import _ece, _ece_options
 
 __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
-
-
-def _options(norm: str, debias: bool, resample: str, num_resamples: int) -> int:
-    _v.check_choice(norm, "norm", NORMS)
-    _v.check_choice(resample, "resample", RESAMPLE)
-    if not isinstance(debias, bool):
-        raise TypeError(f"debias must be a bool; got {debias!r}.")
-    if debias and norm == "max":
-        raise ValueError(
-            "debias=True is defined for norm='l1' and norm='l2' only; got norm='max'."
-        )
-    return _v.check_positive_int(num_resamples, "num_resamples")
 
 
 def top_label_calibration_error(
@@ -78,22 +65,11 @@ def top_label_calibration_error(
     0.0333
     """
     y, p = multiclass_inputs(y_true, probs)
-    num_resamples = _options(norm, debias, resample, num_resamples)
+    options = _ece_options(norm, debias, num_resamples, resample)
     confidence = jnp.max(p, axis=1)
     correct = (jnp.argmax(p, axis=1) == y).astype(p.dtype)
-    b = resolve_bins(bins, strategy, confidence)
-    return _ece_kernel(
-        correct,
-        confidence,
-        None,
-        b.edges,
-        jax.random.key(0) if key is None else key,
-        num_bins=b.num_bins,
-        strategy=b.strategy,
-        norm=norm,
-        debias=debias,
-        num_resamples=num_resamples,
-        resample=resample,
+    return _ece(
+        correct, confidence, None, resolve_bins(bins, strategy, confidence), key, options
     )
 
 
@@ -155,46 +131,29 @@ def marginal_calibration_error(
     0.3111
     """
     y, p = multiclass_inputs(y_true, probs)
-    num_resamples = _options(norm, debias, resample, num_resamples)
+    options = _ece_options(norm, debias, num_resamples, resample)
     if not isinstance(per_class, bool):
         raise TypeError(f"per_class must be a bool; got {per_class!r}.")
-    num_classes = p.shape[1]
-    onehot = (y[:, None] == jnp.arange(num_classes)[None, :]).astype(p.dtype)
-    key = jax.random.key(0) if key is None else key
-    options = dict(norm=norm, debias=debias, num_resamples=num_resamples, resample=resample)
+    onehot = (y[:, None] == jnp.arange(p.shape[1])[None, :]).astype(p.dtype)
     if isinstance(bins, str):  # "fd": edges (and their number) differ per class
-        errors = []
-        for k in range(num_classes):
-            b = resolve_bins(bins, strategy, p[:, k])
-            errors.append(
-                _ece_kernel(
+        per = jnp.stack(
+            [
+                _ece(
                     onehot[:, k],
                     p[:, k],
                     None,
-                    b.edges,
+                    resolve_bins(bins, strategy, p[:, k]),
                     key,
-                    num_bins=b.num_bins,
-                    strategy=b.strategy,
-                    **options,
+                    options,
                 )
-            )
-        per = jnp.stack(errors)
-    else:
+                for k in range(p.shape[1])
+            ]
+        )
+    else:  # one binning for all classes: a single vmapped kernel
         b = resolve_bins(bins, strategy, p[:, 0])
-
-        def one_class(y_k, p_k):
-            return _ece_kernel(
-                y_k,
-                p_k,
-                None,
-                b.edges,
-                key,
-                num_bins=b.num_bins,
-                strategy=b.strategy,
-                **options,
-            )
-
-        per = jax.vmap(one_class, in_axes=(1, 1))(onehot, p)
+        per = jax.vmap(lambda yk, pk: _ece(yk, pk, None, b, key, options), in_axes=(1, 1))(
+            onehot, p
+        )
     if per_class:
         return per
     if norm == "l1":
