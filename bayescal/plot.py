@@ -91,6 +91,13 @@ def _legend_below(ax: Any, ncols: int) -> None:
     )
 
 
+def _reference_line(ax: Any, x: Any, y: Any, label: str) -> None:
+    """Draw the reference line once per axes, even when several curves share it."""
+    if any(line.get_label() == label for line in ax.get_lines()):
+        return
+    ax.plot(x, y, label=label, **_DIAGONAL)
+
+
 def _unit_square(ax: Any) -> None:
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.0)
@@ -221,7 +228,7 @@ def calibration_curve(
         )
 
     ax = _axes(ax)
-    ax.plot([0, 1], [0, 1], label="ideal", **_DIAGONAL)
+    _reference_line(ax, [0, 1], [0, 1], "ideal")
     with_band = [c for c in curves if c.lower is not None and c.upper is not None]
     shared = (
         band
@@ -384,7 +391,7 @@ def reliability_diagram(
     k = x.size
     e = _bin_edges(x, k, edges)
     filled = w > 0
-    ax.plot([0, 1], [0, 1], label="ideal", **_DIAGONAL)
+    _reference_line(ax, [0, 1], [0, 1], "ideal")
 
     if intervals and curve.lower is not None and curve.upper is not None:
         lo, hi = _np(curve.lower), _np(curve.upper)
@@ -566,10 +573,7 @@ def pit_ecdf(
     shift = p if difference else 0.0
     ax = _axes(ax, figsize=(5.6, 4.0) if difference else (4.8, 4.8))
     color = _color(0, color)
-    # one reference line, even when several PIT sets are drawn on the same axes
-    drawn = any(line.get_label() == "uniform" for line in ax.get_lines())
-    reference = "_nolegend_" if drawn else "uniform"
-    ax.plot([0, 1], [0, 0] if difference else [0, 1], label=reference, **_DIAGONAL)
+    _reference_line(ax, [0, 1], [0, 0] if difference else [0, 1], "uniform")
     if band is not None:
         lo, hi = _np(band.lower), _np(band.upper)
         ax.fill_between(

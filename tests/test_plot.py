@@ -306,3 +306,22 @@ def test_importing_the_module_does_not_import_matplotlib():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_reference_line_drawn_once_per_axes():
+    import matplotlib.pyplot as plt
+
+    from bayescal import classification as clf
+    from bayescal import plot
+
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    fig, ax = plt.subplots()
+    for q in (p, p**2):
+        plot.reliability_diagram(clf.reliability_curve(y, q), ax=ax, histogram=False)
+    plot.pit_ecdf(p, ax=(ax2 := fig.add_subplot(2, 1, 2)), band=False)
+    plot.pit_ecdf(p**2, ax=ax2, band=False)
+    assert [line.get_label() for line in ax.get_lines()].count("ideal") == 1
+    assert [line.get_label() for line in ax2.get_lines()].count("uniform") == 1
+    plt.close(fig)

@@ -143,7 +143,10 @@ def bootstrap_reliability_curve(
     same bins); each replicate resamples the observations (``method="plain"``) or
     reweights them with Dirichlet weights (``"bayesian"``), all in one ``vmap``.
     Unlike :func:`acceptance_intervals`, which show what a *calibrated* model would
-    give, these bands show the uncertainty of *this* model's curve.
+    give, these bands show the uncertainty of *this* model's curve. A bin whose
+    observations all have the same label gets a band of width 0 (every resample
+    repeats that frequency): with few points per bin, prefer the acceptance intervals
+    or the CORP consistency band.
 
     Returns
     -------
