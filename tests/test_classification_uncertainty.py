@@ -76,3 +76,27 @@ def test_uncertainty_bad_input(calibrated):
         clf.bootstrap_reliability_curve(y, p, key=jax.random.key(0), method="jackknife")
     with pytest.raises(ValueError, match="y_true"):
         clf.corp_curve(y + 1, p)
+
+
+def test_reliability_curve_returns_the_edges_it_used(calibrated):
+    y, p = calibrated
+    from bayescal import core
+
+    curve, edges = clf.reliability_curve(
+        y, p, bins=5, strategy="quantile", return_edges=True
+    )
+    # numpy's default (linear) quantiles at 0, 0.2, ..., 1 are the quantile-bin edges
+    np.testing.assert_allclose(
+        edges,
+        np.quantile(p.astype(np.asarray(edges).dtype), np.linspace(0, 1, 6)),
+        rtol=1e-6,
+    )
+    np.testing.assert_array_equal(
+        curve.weight, clf.reliability_curve(y, p, bins=5, strategy="quantile").weight
+    )
+    _, fd = clf.reliability_curve(y, p, bins="fd", return_edges=True)
+    np.testing.assert_allclose(
+        fd, core.freedman_diaconis_edges(np.asarray(p, np.asarray(fd).dtype)), rtol=1e-6
+    )
+    with pytest.raises(TypeError, match="return_edges must be a bool"):
+        clf.reliability_curve(y, p, return_edges="yes")

@@ -208,8 +208,8 @@ def _write_plots(out_dir, pits, probs, y_te):
 
     fig, axes = plt.subplots(1, len(probs), figsize=(5 * len(probs), 5.5))
     for ax, (name, p) in zip(axes, probs.items(), strict=True):
-        curve = clf.acceptance_intervals(clf.reliability_curve(y_te, p, bins=10))
-        plot.reliability_diagram(curve, ax=ax)
+        curve, edges = clf.reliability_curve(y_te, p, bins=10, return_edges=True)
+        plot.reliability_diagram(clf.acceptance_intervals(curve), ax=ax, edges=edges)
         ax.set_title(f"Breast cancer, test: {name}")
     written.append(out_dir / "reliability_diagram.png")
     fig.savefig(written[-1], dpi=110, bbox_inches="tight")

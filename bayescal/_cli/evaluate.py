@@ -283,8 +283,9 @@ def _classification_report(task: dict[str, Any], bins: int) -> dict[str, Any]:
     metrics["log-loss"] = (
         ll if math.isfinite(ll) else "inf (a probability of exactly 0 or 1 was wrong)"
     )
-    curve = clf.acceptance_intervals(clf.reliability_curve(y, p, bins=bins))
-    return {"metrics": metrics, "scores": {}, "notes": [], "_curve": curve}
+    curve, edges = clf.reliability_curve(y, p, bins=bins, return_edges=True)
+    curve = clf.acceptance_intervals(curve)
+    return {"metrics": metrics, "scores": {}, "notes": [], "_curve": curve, "_edges": edges}
 
 
 def _atomic_write(path: pathlib.Path, text: str) -> None:
@@ -384,7 +385,7 @@ def _write_plots(
         plt.close(fig)
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
-        plot.reliability_diagram(result["_curve"], ax=ax)
+        plot.reliability_diagram(result["_curve"], ax=ax, edges=result["_edges"])
         written.append(out_dir / "reliability.png")
         fig.savefig(written[-1], dpi=110, bbox_inches="tight")
         plt.close(fig)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +148,30 @@ def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
 
 
 # --------------------------------------------------------------------------- curves
+@overload
+def reliability_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = ...,
+    strategy: str = ...,
+    weights: Any = ...,
+    return_edges: Literal[False] = ...,
+) -> CalibrationCurve: ...
+
+
+@overload
+def reliability_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = ...,
+    strategy: str = ...,
+    weights: Any = ...,
+    return_edges: Literal[True],
+) -> tuple[CalibrationCurve, jax.Array]: ...
+
+
 def reliability_curve(
     y_true: Any,
     y_prob: Any,
@@ -155,7 +179,8 @@ def reliability_curve(
     bins: Any = 10,
     strategy: str = "uniform",
     weights: Any = None,
-) -> CalibrationCurve:
+    return_edges: bool = False,
+) -> CalibrationCurve | tuple[CalibrationCurve, jax.Array]:
     r"""Reliability curve of a binary classifier: fraction positive per probability bin.
 
     Parameters
@@ -173,13 +198,18 @@ def reliability_curve(
         quantiles of ``y_prob`` (equal-count bins).
     weights : array_like, shape [N], optional
         Nonnegative observation weights.
+    return_edges : bool, default False
+        Also return the ``K + 1`` bin edges used (e.g. for
+        ``plot.reliability_diagram(curve, edges=edges)`` with quantile or
+        Freedman-Diaconis bins).
 
     Returns
     -------
     CalibrationCurve
         ``expected``: mean predicted probability per bin; ``observed``: fraction of
         positives per bin; ``weight``: count per bin (int32), or the summed weights.
-        All ``[K]``, empty bins included.
+        All ``[K]``, empty bins included. With ``return_edges=True``, the tuple
+        ``(curve, edges)``.
 
     Notes
     -----
@@ -214,8 +244,10 @@ def reliability_curve(
     """
     y, p = binary_inputs(y_true, y_prob)
     w = observation_weights(weights, p)
-    curve, _ = _curve(y, p, w, resolve_bins(bins, strategy, p))
-    return curve
+    curve, edges = _curve(y, p, w, resolve_bins(bins, strategy, p))
+    if not isinstance(return_edges, bool):
+        raise TypeError(f"return_edges must be a bool; got {return_edges!r}.")
+    return (curve, edges) if return_edges else curve
 
 
 def expected_calibration_error(
