@@ -113,11 +113,7 @@ def _check_level(level: Any) -> float:
 def _check_pit(pit: Any) -> jax.Array:
     from bayescal._src import validation as _v
 
-    u = _v.as_float_array(pit, "pit")
-    _v.check_ndim(u, "pit", 1)
-    _v.check_nonempty(u, "pit")
-    _v.check_in_unit_interval(u, "pit", "PIT values")
-    return u
+    return _v.check_pit(pit)
 
 
 # ------------------------------------------------------------ calibration curve

@@ -28,6 +28,7 @@ __all__ = [
     "check_same_shape",
     "check_nonempty",
     "check_levels",
+    "check_pit",
     "check_positive_int",
     "is_concrete",
     "reset_float64_warning",
@@ -243,6 +244,15 @@ def check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}; got {value}.")
     return int(value)
+
+
+def check_pit(pit: Any, name: str = "pit") -> jax.Array:
+    """PIT values: a 1-D, non-empty float array with values in [0, 1]."""
+    u = as_float_array(pit, name)
+    check_ndim(u, name, 1)
+    check_nonempty(u, name)
+    check_in_unit_interval(u, name, "PIT values")
+    return u
 
 
 def check_levels(levels: jax.Array, name: str = "levels", *, strict: bool = True) -> None:

@@ -10,17 +10,18 @@ problems; isotonic fitting pools ties on the host and runs the core's PAV).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
+from bayescal._src.interp import interp
+from bayescal._src.pytree import pytree_dataclass
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
@@ -46,27 +47,6 @@ __all__ = [
 ]
 
 INPUTS = ("prob", "score")
-
-
-_T = TypeVar("_T")
-
-
-@dataclass_transform(frozen_default=True, eq_default=False)
-def _pytree(
-    data: tuple[str, ...], meta: tuple[str, ...] = ()
-) -> Callable[[type[_T]], type[_T]]:
-    """Frozen dataclass registered as a pytree (``eq=False``: arrays do not compare)."""
-
-    def wrap(cls: type[_T]) -> type[_T]:
-        cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
-        # Class attributes read by save_calibrator; mypy cannot see them on type[_T].
-        tagged: Any = cls
-        tagged._data_fields, tagged._meta_fields = tuple(data), tuple(meta)
-        return jax.tree_util.register_dataclass(
-            cls, data_fields=list(data), meta_fields=list(meta)
-        )
-
-    return wrap
 
 
 def _as_param(value: Any, dtype) -> jax.Array:
@@ -117,7 +97,7 @@ def _platt_apply(a, b, s, *, use_logit: bool, eps: float | None):
 
 @jax.jit
 def _isotonic_apply(thresholds, values, s):
-    return jnp.interp(s, thresholds.astype(s.dtype), values.astype(s.dtype)).astype(s.dtype)
+    return interp(s, thresholds.astype(s.dtype), values.astype(s.dtype)).astype(s.dtype)
 
 
 @jax.jit
@@ -217,7 +197,7 @@ def _warn_not_converged(name: str) -> None:
 
 
 # --------------------------------------------------------------------------- Platt
-@_pytree(data=("a", "b"), meta=("input", "eps"))
+@pytree_dataclass(data=("a", "b"), meta=("input", "eps"))
 class PlattCalibrator:
     r"""Platt scaling, :math:`P(y = 1 \mid f) = 1 / (1 + \exp(A f + B))`.
 
@@ -341,7 +321,7 @@ def fit_platt(
 
 
 # --------------------------------------------------------------------------- isotonic
-@_pytree(data=("thresholds", "values"))
+@pytree_dataclass(data=("thresholds", "values"))
 class IsotonicCalibrator:
     """Isotonic calibration: a nondecreasing piecewise-linear map of the score.
 
@@ -418,7 +398,7 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
 
 
 # --------------------------------------------------------------------------- histogram
-@_pytree(data=("edges", "values"))
+@pytree_dataclass(data=("edges", "values"))
 class HistogramBinningCalibrator:
     """Histogram binning: the positive frequency of the bin the probability falls in.
 
@@ -489,7 +469,7 @@ def fit_histogram_binning(
 
 
 # --------------------------------------------------------------------------- beta
-@_pytree(data=("a", "b", "c"), meta=("eps",))
+@pytree_dataclass(data=("a", "b", "c"), meta=("eps",))
 class BetaCalibrator:
     r"""Beta calibration, :math:`\mathrm{logit}\,q = a \ln p - b \ln(1 - p) + c`.
 
@@ -588,7 +568,7 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
 
 
 # --------------------------------------------------------------------------- temperature
-@_pytree(data=("temperature",))
+@pytree_dataclass(data=("temperature",))
 class TemperatureCalibrator:
     """Temperature scaling: ``softmax(logits / T)`` (or ``sigmoid(logit / T)``).
 
@@ -768,7 +748,7 @@ def _binary_fit(method: Any, *, allow_callable: bool = False) -> Callable[..., A
     return fit
 
 
-@_pytree(data=("calibrators",))
+@pytree_dataclass(data=("calibrators",))
 class OneVsRestCalibrator:
     """One binary calibrator per class, outputs renormalised to sum to 1.
 

@@ -19,14 +19,6 @@ __all__ = ["calibration_curve", "calibration_error", "miscalibration_area", "sha
 KINDS = ("quantile", "interval")
 
 
-def _check_pit(pit: ArrayLike) -> jax.Array:
-    u = _v.as_float_array(pit, "pit")
-    _v.check_ndim(u, "pit", 1)
-    _v.check_nonempty(u, "pit")
-    _v.check_in_unit_interval(u, "pit", "PIT values")
-    return u
-
-
 def _check_options(num_levels, kind):
     _v.check_choice(kind, "kind", KINDS)
     return _v.check_positive_int(num_levels, "num_levels", minimum=2)
@@ -87,7 +79,7 @@ def calibration_curve(
     ([0.0, 0.5, 1.0], [0.0, 0.667, 1.0])
     """
     num_levels = _check_options(num_levels, kind)
-    return _curve_kernel(_check_pit(pit), num_levels, kind)
+    return _curve_kernel(_v.check_pit(pit), num_levels, kind)
 
 
 @functools.partial(jax.jit, static_argnames=("num_levels", "kind", "norm"))
@@ -126,7 +118,7 @@ def calibration_error(
     """
     num_levels = _check_options(num_levels, kind)
     _v.check_choice(norm, "norm", NORMS)
-    return _error_kernel(_check_pit(pit), num_levels, kind, norm)
+    return _error_kernel(_v.check_pit(pit), num_levels, kind, norm)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
@@ -172,7 +164,7 @@ def miscalibration_area(
     0.25
     """
     _v.check_choice(kind, "kind", KINDS)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     if num_levels is None:
         return _exact_area_kernel(u, kind)
     num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)

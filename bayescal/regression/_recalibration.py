@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 
@@ -14,6 +13,7 @@ from jax.typing import ArrayLike
 from bayescal._src import families as _fam
 from bayescal._src import validation as _v
 from bayescal._src.interp import interp
+from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
 
 __all__ = [
@@ -26,10 +26,8 @@ __all__ = [
 ]
 
 
-@functools.partial(
-    jax.tree_util.register_dataclass, data_fields=["raw", "calibrated"], meta_fields=[]
-)
-@dataclasses.dataclass(frozen=True)
+# eq=True: fields compare like a tuple (a scalar array compares to a bool).
+@pytree_dataclass(data=("raw", "calibrated"), eq=True)
 class IsotonicRecalibrator:
     r"""Kuleshov's recalibration map of CDF levels, fitted on calibration PIT values.
 
@@ -117,17 +115,11 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
     >>> [round(v, 3) for v in r.inverse([0.5]).tolist()]
     [0.2]
     """
-    u = _v.as_float_array(pit, "pit")
-    _v.check_ndim(u, "pit", 1)
-    _v.check_nonempty(u, "pit")
-    _v.check_in_unit_interval(u, "pit", "PIT values")
-    return _fit_isotonic_kernel(u)
+    return _fit_isotonic_kernel(_v.check_pit(pit))
 
 
-@functools.partial(
-    jax.tree_util.register_dataclass, data_fields=["factor"], meta_fields=["family", "df"]
-)
-@dataclasses.dataclass(frozen=True)
+# eq=True: fields compare like a tuple (a scalar array compares to a bool).
+@pytree_dataclass(data=("factor",), meta=("family", "df"), eq=True)
 class SigmaScaling:
     r"""A fitted scale multiplier: calling it on ``scale`` returns ``factor * scale``.
 

@@ -44,7 +44,6 @@ from bayescal._src.sorting import sort_last_axis
 from bayescal.regression._metrics import (
     KINDS,
     _check_options,
-    _check_pit,
     _statistic,
     calibration_error,
     miscalibration_area,
@@ -278,7 +277,7 @@ def bootstrap_calibration_curve(
     """
     num_levels = _check_options(num_levels, kind)
     key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     observed, samples = _bootstrap_observed(
         u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
     )
@@ -342,7 +341,7 @@ def bootstrap_calibration_error(
     num_levels = _check_options(num_levels, kind)
     _v.check_choice(norm, "norm", NORMS)
     key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     observed, samples = _bootstrap_observed(
         u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
     )
@@ -450,7 +449,7 @@ def pit_null_test(
     if not callable(statistic):
         raise TypeError(f"statistic must be a callable; got {type(statistic).__name__}.")
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     n = u.shape[0]
     if batch_size is None:
         batch_size = default_batch_size(n, num_samples)
@@ -508,7 +507,7 @@ def calibration_error_test(
     num_levels = _check_options(num_levels, kind)
     _v.check_choice(norm, "norm", NORMS)
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     n = u.shape[0]
     if batch_size is None:
         batch_size = default_batch_size(
@@ -566,7 +565,7 @@ def miscalibration_area_test(
     """
     _v.check_choice(kind, "kind", KINDS)
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
-    u = _check_pit(pit)
+    u = _v.check_pit(pit)
     n = u.shape[0]
     observed = miscalibration_area(u, num_levels=num_levels, kind=kind)
     if num_levels is None:
