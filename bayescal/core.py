@@ -83,6 +83,7 @@ __all__ += [  # bin edges, per-bin means, isotonic fit on a covariate (ties pool
 ]
 
 
+@_v.validated
 def isotonic_regression(
     y: ArrayLike, *, weights: ArrayLike | None = None, increasing: bool = True
 ) -> jax.Array:
@@ -133,6 +134,7 @@ def isotonic_regression(
     return isotonic_kernel(y, w, increasing)
 
 
+@_v.validated
 def curve_error(curve: CalibrationCurve, *, norm: str = "l1") -> jax.Array:
     """Weighted gap between a curve's observed and expected values.
 
@@ -154,6 +156,7 @@ def curve_error(curve: CalibrationCurve, *, norm: str = "l1") -> jax.Array:
     return curve_gap(curve.expected, curve.observed, curve.weight, norm)
 
 
+@_v.validated
 def curve_area(curve: CalibrationCurve) -> jax.Array:
     """Area between the piecewise-linear curve and the diagonal, crossings exact.
 

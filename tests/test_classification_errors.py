@@ -150,7 +150,7 @@ CASES = [
     (fit_beta, (np.zeros(4), P), {}, ValueError, "y_true holds only class 0"),
     (fit_beta, (Y, [0.2, 1.0, 0.9, 0.4]), {}, ValueError, "exactly 0 or 1"),
     (fit_temperature, ([0, 1, 2, 0], PROBS), {}, ValueError, r"class indices in \[0, 1\]"),
-    (fit_temperature, ([0.5, 1, 1, 0], PROBS), {}, TypeError, "integer class labels"),
+    (fit_temperature, ([0.5, 1, 1, 0], PROBS), {}, ValueError, "integer class labels"),
     (fit_temperature, (Y, PROBS[None]), {}, ValueError, "logits must be 1-D or 2-D"),
     (fit_temperature, (Y[:3], PROBS), {}, ValueError, "one label per row of logits"),
     (

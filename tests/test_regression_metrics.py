@@ -230,8 +230,7 @@ def test_metrics_jit_equals_eager_and_vmap_equals_loop(rng):
 
 
 def test_public_functions_under_jit_with_closed_over_concrete_arrays(rng):
-    # Concrete arrays captured by a jitted function are still validated (on their
-    # device) instead of raising a tracer-conversion error.
+    # Concrete arrays captured by a jitted function work (no tracer-conversion error).
     y = jnp.asarray(rng.normal(size=100))
     loc = jnp.asarray(rng.normal(size=100))
 
@@ -251,5 +250,6 @@ def test_public_functions_under_jit_with_closed_over_concrete_arrays(rng):
     def with_nan(c):
         return reg.pit_normal(bad, loc, c * jnp.ones_like(loc))
 
-    with pytest.raises(ValueError, match="y_true contains 1 NaN"):
-        with_nan(1.0)
+    # Under jit nothing can raise: the invalid value makes the whole result NaN
+    # (conventions: "Under jit/vmap, invalid values give NaN"), never a plausible number.
+    assert np.isnan(np.asarray(with_nan(1.0))).all()

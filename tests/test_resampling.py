@@ -482,7 +482,7 @@ U = np.linspace(0.01, 0.99, 20)
             "method must be one of 'plain', 'bayesian'",
         ),
         (lambda: core.bootstrap(_mean, U, key=None), TypeError, "key is required"),
-        (lambda: core.bootstrap(_mean, U, key=0), TypeError, "key must be a PRNG key"),
+        (lambda: core.bootstrap(_mean, U, key=0.5), TypeError, "key must be a PRNG key"),
         (
             lambda: core.bootstrap(_mean, U, key=jax.random.split(KEY, 3)),
             TypeError,

@@ -82,19 +82,25 @@ def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 
 def _check_counts(count: ArrayLike, name: str) -> jax.Array:
     c = _v.as_float_array(count, name)
-    _v.check_finite(c, name)
-    if _v.is_concrete(c):
-        arr = np.asarray(c)
-        fractional = arr[arr != np.round(arr)]
-        if (arr < 0).any() or fractional.size:
-            got = f"min {arr.min()!r}" if (arr < 0).any() else f"{fractional[:3].tolist()}"
-            raise ValueError(
-                f"{name} must hold nonnegative whole numbers (counts of observations); "
-                f"got {got}. Pass unweighted counts, not weights or proportions."
-            )
+    _v.check_less_equal(
+        jnp.zeros((), c.dtype),
+        c,
+        name,
+        "must hold nonnegative whole numbers (counts of observations); got negative "
+        "values. Pass unweighted counts, not weights or proportions",
+    )
+    _v.check_less_equal(
+        c,
+        jnp.round(c),
+        name,
+        "must hold nonnegative whole numbers (counts of observations); got fractions. "
+        "Pass unweighted counts, not weights or proportions",
+    )
+    _v.check_less_equal(jnp.round(c), c, name, "must hold whole numbers; got fractions")
     return c
 
 
+@_v.validated
 def binomial_quantile(q: ArrayLike, n: ArrayLike, p: ArrayLike) -> jax.Array:
     r"""Quantile function of the binomial distribution :math:`\mathrm{Bin}(n, p)`.
 
@@ -149,6 +155,7 @@ def _acceptance_kernel(expected, count, level):
     return Band(expected, lower.astype(expected.dtype), upper.astype(expected.dtype))
 
 
+@_v.validated
 def binomial_acceptance_intervals(
     expected: ArrayLike, count: ArrayLike, *, level: float = 0.95
 ) -> Band:
@@ -199,9 +206,8 @@ def binomial_acceptance_intervals(
     c = _check_counts(count, "count").astype(p.dtype)
     _v.check_same_shape(expected=p, count=c)
     empty = c == 0
-    if _v.is_concrete(p):
-        # empty bins may carry any placeholder (NaN) as their mean forecast
-        _v.check_in_unit_interval(jnp.where(empty, 0.5, p), "expected", "probabilities")
+    # empty bins may carry any placeholder (NaN) as their mean forecast
+    _v.check_in_unit_interval(jnp.where(empty, 0.5, p), "expected", "probabilities")
     p = jnp.where(empty, 0.5, p)
     level = check_level(level)
     band = _acceptance_kernel(p, c, jnp.asarray(level, p.dtype))
@@ -250,6 +256,7 @@ def _corp_kernel(x, grid, key, level, num_samples, batch_size):
     return Band(where, lo_hi[0], lo_hi[1])
 
 
+@_v.validated
 def corp_consistency_band(
     y_prob: ArrayLike,
     *,

@@ -84,13 +84,35 @@ class NullTestResult(NamedTuple):
 # --------------------------------------------------------------------------- checks
 
 
-def check_key(key: Any, name: str = "key") -> jax.Array:
-    """A single PRNG key: ``jax.random.key(s)`` or a legacy ``jax.random.PRNGKey(s)``."""
+def as_key(key: Any, name: str = "key") -> jax.Array:
+    """A PRNG key from a key or an int seed: the one key helper of bayescal.
+
+    Accepts a typed key (``jax.random.key(0)``), a legacy ``uint32[2]`` key
+    (``jax.random.PRNGKey(0)``) or a nonnegative int seed (made into
+    ``jax.random.key(seed)``). Anything else raises a ``TypeError`` naming ``name``.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.core import as_key
+    >>> bool(jax.random.key_data(as_key(3)).tolist() == jax.random.key_data(jax.random.key(3)).tolist())
+    True
+    """
     if key is None:
         raise TypeError(
-            f"{name} is required: pass a PRNG key, e.g. {name}=jax.random.key(0)."
+            f"{name} is required: pass a PRNG key or an int seed, e.g. "
+            f"jax.random.key(0) or 0."
         )
-    if isinstance(key, jax.Array | np.ndarray):
+    if isinstance(key, bool | np.bool_):
+        raise TypeError(f"{name} must be a PRNG key or an int seed; got the bool {key!r}.")
+    if isinstance(key, int | np.integer):
+        if not 0 <= int(key) < 2**63:
+            raise TypeError(
+                f"{name} as an int seed must lie in [0, 2**63); got {int(key)}. Pass a "
+                "smaller seed or a PRNG key."
+            )
+        return jax.random.key(int(key))
+    if isinstance(key, jax.Array | np.ndarray | jax.core.Tracer):
         dtype = key.dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and key.shape == ():
             return cast(jax.Array, key)  # only JAX arrays have a key dtype
@@ -98,13 +120,16 @@ def check_key(key: Any, name: str = "key") -> jax.Array:
             return jnp.asarray(key)
         raise TypeError(
             f"{name} must be a single PRNG key (jax.random.key(0) or "
-            f"jax.random.PRNGKey(0)); got an array of dtype {dtype} and shape "
-            f"{tuple(key.shape)}. Pass one key; the replicates split it themselves."
+            f"jax.random.PRNGKey(0)) or an int seed; got an array of dtype {dtype} and "
+            f"shape {tuple(key.shape)}. Pass one key; the replicates split it themselves."
         )
     raise TypeError(
-        f"{name} must be a PRNG key such as jax.random.key(0); got {type(key).__name__} "
-        f"{key!r}."
+        f"{name} must be a PRNG key such as jax.random.key(0), or an int seed; got "
+        f"{type(key).__name__} {key!r}."
     )
+
+
+check_key = as_key
 
 
 def check_level(level: Any, name: str = "level") -> Any:
@@ -288,6 +313,7 @@ _null_kernel = jax.jit(
 # -------------------------------------------------------------------------- public
 
 
+@_v.validated
 def bootstrap(
     metric: Callable[..., Any],
     *arrays: ArrayLike,
@@ -396,6 +422,7 @@ def bootstrap(
         raise
 
 
+@_v.validated
 def bootstrap_indices(key: jax.Array, n: int, num_samples: int) -> jax.Array:
     """The resampled index sets that :func:`bootstrap` uses with ``method="plain"``.
 
@@ -428,6 +455,7 @@ def bootstrap_indices(key: jax.Array, n: int, num_samples: int) -> jax.Array:
     return jax.vmap(lambda k: _indices(k, n))(keys)
 
 
+@_v.validated
 def bayesian_bootstrap_weights(
     key: jax.Array, n: int, num_samples: int, *, dtype: Any = None
 ) -> jax.Array:
@@ -469,6 +497,7 @@ def bayesian_bootstrap_weights(
     return jax.vmap(lambda k: _dirichlet_weights(k, n, dtype))(keys)
 
 
+@_v.validated
 def null_pvalue(
     statistic: Callable[[Any], jax.Array],
     observed: ArrayLike,
@@ -531,7 +560,7 @@ def null_pvalue(
     num_samples = _v.check_positive_int(num_samples, "num_samples")
     batch_size = check_batch_size(batch_size)
     obs = jnp.asarray(observed)
-    if _v.is_concrete(obs) and jnp.issubdtype(obs.dtype, jnp.floating):
+    if jnp.issubdtype(obs.dtype, jnp.floating):
         _v.check_finite(obs, "observed")
     if not (_hashable(statistic) and _hashable(simulate)):
         kernel = jax.jit(

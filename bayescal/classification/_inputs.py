@@ -47,8 +47,7 @@ def observation_weights(weights: Any, like: jax.Array) -> jax.Array | None:
     w = _v.as_float_array(weights, "weights").astype(like.dtype)
     _v.check_same_shape(y_prob=like, weights=w)
     _v.check_nonnegative(w, "weights")
-    if _v.is_concrete(w) and not np.any(np.asarray(w) > 0):
-        raise ValueError("weights are all 0; at least one observation needs weight > 0.")
+    _v.check_any_positive(w, "weights")
     return w
 
 
@@ -121,15 +120,8 @@ def multiclass_inputs(y_true: Any, probs: Any) -> tuple[jax.Array, jax.Array]:
             "pass one integer label per row of probs."
         )
     _v.check_in_unit_interval(p, "probs", "class probabilities")
-    if _v.is_concrete(p):
-        tol = 1e-4 if p.dtype == jnp.float32 else 1e-8
-        dev = np.abs(np.asarray(p, np.float64).sum(axis=1) - 1.0)
-        if dev.max() > tol * p.shape[1]:
-            raise ValueError(
-                f"probs rows must sum to 1; the worst row sums to "
-                f"{1.0 + dev.max():.6g} (off by {dev.max():.3g}). Normalise the rows "
-                "(e.g. with a softmax of the logits)."
-            )
+    tol = 1e-4 if p.dtype == jnp.float32 else 1e-8
+    _v.check_row_sums(p, "probs", tol * p.shape[1])
     return y, p
 
 

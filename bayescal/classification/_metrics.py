@@ -172,6 +172,7 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
+@_v.validated
 def reliability_curve(
     y_true: Any,
     y_prob: Any,
@@ -250,6 +251,7 @@ def reliability_curve(
     return (curve, edges) if return_edges else curve
 
 
+@_v.validated
 def expected_calibration_error(
     y_true: Any,
     y_prob: Any,
@@ -396,6 +398,7 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None):
     return _weighted_mean(loss, w)
 
 
+@_v.validated
 def brier_score(
     y_true: Any, y_prob: Any = None, *, logits: Any = None, weights: Any = None
 ) -> jax.Array:
@@ -433,6 +436,7 @@ def brier_score(
     return _brier_kernel(y, x, observation_weights(weights, x), is_logit=is_logit)
 
 
+@_v.validated
 def log_loss(
     y_true: Any,
     y_prob: Any = None,
@@ -534,6 +538,7 @@ def _corp_kernel(y: jax.Array, p: jax.Array) -> BrierDecomposition:
     return BrierDecomposition(score - score_recal, unc - score_recal, unc)
 
 
+@_v.validated
 def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
     r"""Exact CORP decomposition of the Brier score into MCB, DSC and UNC.
 
@@ -593,6 +598,7 @@ def _murphy_kernel(y, p, edges, *, num_bins: int, strategy: str) -> MurphyDecomp
     return MurphyDecomposition(rel, res, ybar * (1 - ybar))
 
 
+@_v.validated
 def brier_decomposition_binned(
     y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
 ) -> MurphyDecomposition:
@@ -661,6 +667,7 @@ class PredictionSharpness(NamedTuple):
     mean_distance: jax.Array
 
 
+@_v.validated
 def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
     r"""Sharpness of binary probability forecasts, without the labels.
 

@@ -7,12 +7,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from bayescal._src import validation as _v
 from bayescal.classification._inputs import multiclass_inputs, resolve_bins
 from bayescal.classification._metrics import _ece, _ece_options
 
 __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
 
 
+@_v.validated
 def top_label_calibration_error(
     y_true: Any,
     probs: Any,
@@ -73,6 +75,7 @@ def top_label_calibration_error(
     )
 
 
+@_v.validated
 def marginal_calibration_error(
     y_true: Any,
     probs: Any,

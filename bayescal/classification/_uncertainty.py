@@ -23,6 +23,7 @@ from bayescal.core import (
 __all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]
 
 
+@_v.validated
 def acceptance_intervals(
     curve: CalibrationCurve, *, level: float = 0.95
 ) -> CalibrationCurve:
@@ -62,6 +63,7 @@ def acceptance_intervals(
     return curve._replace(lower=band.lower, upper=band.upper)
 
 
+@_v.validated
 def corp_curve(
     y_true: Any,
     y_prob: Any,
@@ -126,6 +128,7 @@ def _weighted_reliability(y, p, w, edges, *, num_bins):
     return observed
 
 
+@_v.validated
 def bootstrap_reliability_curve(
     y_true: Any,
     y_prob: Any,

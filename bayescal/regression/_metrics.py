@@ -39,6 +39,7 @@ def _curve_kernel(u, num_levels, kind):
     return CalibrationCurve(levels, observed, jnp.ones_like(levels))
 
 
+@_v.validated
 def calibration_curve(
     pit: ArrayLike, *, num_levels: int = 100, kind: str = "quantile"
 ) -> CalibrationCurve:
@@ -88,6 +89,7 @@ def _error_kernel(u, num_levels, kind, norm):
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
+@_v.validated
 def calibration_error(
     pit: ArrayLike, *, norm: str = "l1", num_levels: int = 100, kind: str = "quantile"
 ) -> jax.Array:
@@ -132,6 +134,7 @@ def _grid_area_kernel(u, num_levels, kind):
     return area_between(c.expected, c.observed - c.expected)
 
 
+@_v.validated
 def miscalibration_area(
     pit: ArrayLike, *, num_levels: int | None = None, kind: str = "quantile"
 ) -> jax.Array:
@@ -171,6 +174,7 @@ def miscalibration_area(
     return _grid_area_kernel(u, num_levels, kind)
 
 
+@_v.validated
 def sharpness(
     scale: ArrayLike | None = None,
     *,

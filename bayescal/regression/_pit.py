@@ -35,6 +35,7 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
+@_v.validated
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.
 
@@ -69,6 +70,7 @@ def _pit_normal_kernel(y, loc, scale):
     return ndtr((y - loc) / scale)
 
 
+@_v.validated
 def pit_draws(
     y_true: ArrayLike, draws: ArrayLike, *, key: jax.Array | None = None
 ) -> jax.Array:
@@ -176,6 +178,7 @@ def _pit_draws_randomized_kernel(y, draws, key):
     return ((lt + v * (le - lt)) / s).astype(y.dtype)
 
 
+@_v.validated
 def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Array:
     """PIT values from a vectorized CDF callable.
 
@@ -219,6 +222,7 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
     return u
 
 
+@_v.validated
 def pit_quantiles(
     y_true: ArrayLike, quantiles: ArrayLike, levels: ArrayLike, *, tails: str = "clamp"
 ) -> jax.Array:
@@ -273,11 +277,7 @@ def pit_quantiles(
     y, q, lv = y.astype(dtype), q.astype(dtype), lv.astype(dtype)
     _v.check_finite(y, "y_true")
     _v.check_finite(q, "quantiles")
-    if not _v.holds(lambda a: jnp.diff(a, axis=0) >= 0, q):
-        raise ValueError(
-            "quantiles must be nondecreasing along the level axis (axis 0) for every "
-            "observation; sort them (np.sort(quantiles, axis=0)) to fix quantile crossing."
-        )
+    _v.check_nondecreasing(q, "quantiles", "the level axis, for every observation")
     return _pit_quantiles_kernel(y, q, lv, tails == "linear")
 
 

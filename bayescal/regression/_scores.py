@@ -49,6 +49,7 @@ def _crps_normal_kernel(y, loc, scale, reduction):
     return _reduce(crps, reduction)
 
 
+@_v.validated
 def crps_normal(
     y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike, *, reduction: str = "mean"
 ) -> jax.Array:
@@ -89,6 +90,7 @@ def _crps_draws_kernel(y, draws, reduction, fair):
     return _reduce(term1 - 0.5 * pair, reduction)
 
 
+@_v.validated
 def crps_draws(
     y_true: ArrayLike, draws: ArrayLike, *, fair: bool = False, reduction: str = "mean"
 ) -> jax.Array:
@@ -139,6 +141,7 @@ def _nll_normal_kernel(y, loc, scale, reduction):
     return _reduce(nll, reduction)
 
 
+@_v.validated
 def nll_normal(
     y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike, *, reduction: str = "mean"
 ) -> jax.Array:
@@ -165,6 +168,7 @@ def _interval_score_kernel(y, lower, upper, alpha, reduction):
     return _reduce(score, reduction)
 
 
+@_v.validated
 def interval_score(
     y_true: ArrayLike,
     lower: ArrayLike,
@@ -199,10 +203,9 @@ def interval_score(
             f"alpha must be a float in (0, 1) (e.g. 0.1 for a 90% interval); got {alpha!r}."
         )
     lo, up = a["lower"], a["upper"]
-    if not _v.holds(lambda a, b: a <= b, lo, up):
-        raise ValueError(
-            "lower must be <= upper for every observation; some intervals are reversed."
-        )
+    _v.check_less_equal(
+        lo, up, "lower", "must be <= upper for every observation; some intervals are reversed"
+    )
     return _interval_score_kernel(y, lo, up, alpha, reduction)
 
 
@@ -214,6 +217,7 @@ def _pinball_kernel(y, q, levels, reduction):
     return _reduce(loss, reduction)
 
 
+@_v.validated
 def pinball_loss(
     y_true: ArrayLike, quantiles: ArrayLike, levels: ArrayLike, *, reduction: str = "mean"
 ) -> jax.Array:

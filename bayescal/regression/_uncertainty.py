@@ -66,6 +66,7 @@ def _default_key(key: Any) -> jax.Array:
 # ------------------------------------------------------------------------ the band
 
 
+@_v.validated
 def pit_ecdf_band(
     n: int,
     *,
@@ -224,6 +225,7 @@ def _check_bootstrap_options(key, num_samples, method, level):
     return key, num_samples, level
 
 
+@_v.validated
 def bootstrap_calibration_curve(
     pit: ArrayLike,
     *,
@@ -286,6 +288,7 @@ def bootstrap_calibration_curve(
     return CalibrationCurve(levels, observed, jnp.ones_like(levels), lower, upper)
 
 
+@_v.validated
 def bootstrap_calibration_error(
     pit: ArrayLike,
     *,
@@ -407,6 +410,7 @@ def _check_test_options(key, num_samples, batch_size):
     return key, num_samples, batch_size
 
 
+@_v.validated
 def pit_null_test(
     statistic: Callable[[jax.Array], jax.Array],
     pit: ArrayLike,
@@ -463,6 +467,7 @@ def pit_null_test(
     )
 
 
+@_v.validated
 def calibration_error_test(
     pit: ArrayLike,
     *,
@@ -524,6 +529,7 @@ def calibration_error_test(
     )
 
 
+@_v.validated
 def miscalibration_area_test(
     pit: ArrayLike,
     *,
