@@ -1,89 +1,107 @@
-"""The shared core of bayescal: curves, binning, isotonic regression, error functionals.
+"""The contract shared by both branches of bayescal.
 
-Regression and classification are both built on these pieces; neither branch keeps a
-copy of its own.
+Every public module builds on these names and nothing else of the internals:
+
+* result types: :class:`CalibrationCurve` (both branches return it, the plots take
+  it), :class:`BootstrapResult`, :class:`NullTestResult`, :class:`Band`;
+* fitted objects: the :class:`Calibrator` protocol, saved and loaded by one function
+  pair, :func:`save_calibrator` / :func:`load_calibrator` (:class:`CalibratorFileError`
+  for bad files);
+* randomness: :func:`as_key` (a key or an int seed) and the rule "a function whose
+  result is random takes ``key`` first";
+* option types (``Literal``): :data:`Norm`, :data:`CurveKind`, :data:`Reduction`,
+  :data:`BinStrategy`, :data:`BootstrapMethod`, and :data:`KeyLike`;
+* shared algorithms: :func:`isotonic_regression` (weighted PAV), :func:`curve_error`,
+  :func:`curve_area`, and the resampling engine :func:`bootstrap` /
+  :func:`null_pvalue`.
+
+The kernels (binning, sorting, tie pooling, bands) stay private in ``bayescal._src``.
 """
 
 from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.bands import (
-    Band,
-    binomial_acceptance_intervals,
-    binomial_quantile,
-    corp_consistency_band,
-)
-from bayescal._src.binned import (
-    bin_midpoints,
-    binned_means,
-    freedman_diaconis_edges,
-    quantile_edges,
-    uniform_edges,
-)
-from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
+from bayescal._src.bands import Band
+from bayescal._src.calibrator_io import CalibratorFileError, load_calibrator, save_calibrator
 from bayescal._src.curve import CalibrationCurve
-from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.functionals import area_between, curve_gap
 from bayescal._src.isotonic import isotonic_kernel
+from bayescal._src.options import (
+    NORMS,
+    BinStrategy,
+    BootstrapMethod,
+    CurveKind,
+    KeyLike,
+    Norm,
+    Reduction,
+)
 from bayescal._src.resampling import (
     BootstrapResult,
     NullTestResult,
-    bayesian_bootstrap_weights,
+    as_key,
     bootstrap,
-    bootstrap_indices,
     null_pvalue,
-)
-from bayescal._src.sorting import sort_last_axis
-from bayescal._src.ties import (
-    IsotonicFit,
-    PooledTies,
-    argsort_last_axis,
-    isotonic_fit,
-    pool_ties,
 )
 
 __all__ = [
+    # result types
     "CalibrationCurve",
-    "isotonic_regression",
-    "curve_error",
-    "curve_area",
-    "bin_index",
-    "bin_sums",
-    "grid_index",
-    "count_at_or_below",
-    "area_between",
-    "ecdf_area_to_diagonal",
-    "sort_last_axis",
-    # resampling and bands
     "BootstrapResult",
     "NullTestResult",
     "Band",
+    # fitted objects
+    "Calibrator",
+    "save_calibrator",
+    "load_calibrator",
+    "CalibratorFileError",
+    # randomness and option types
+    "as_key",
+    "KeyLike",
+    "Norm",
+    "CurveKind",
+    "Reduction",
+    "BinStrategy",
+    "BootstrapMethod",
+    # shared algorithms
+    "isotonic_regression",
+    "curve_error",
+    "curve_area",
     "bootstrap",
-    "bootstrap_indices",
-    "bayesian_bootstrap_weights",
     "null_pvalue",
-    "binomial_quantile",
-    "binomial_acceptance_intervals",
-    "corp_consistency_band",
-]
-__all__ += [  # bin edges, per-bin means, isotonic fit on a covariate (ties pooled)
-    "uniform_edges",
-    "quantile_edges",
-    "freedman_diaconis_edges",
-    "bin_midpoints",
-    "binned_means",
-    "IsotonicFit",
-    "isotonic_fit",
-    "PooledTies",
-    "pool_ties",
-    "argsort_last_axis",
 ]
 
 
-@_v.validated
+@runtime_checkable
+class Calibrator(Protocol):
+    """What every fitted object of both branches is.
+
+    A frozen dataclass registered as a JAX pytree (arrays are leaves, options are
+    static), so it passes through ``jax.jit`` and stacks under ``jax.vmap``; callable
+    on new predictions; comparable with ``==`` without raising (same class, options
+    and bitwise-equal arrays); saved and loaded by :func:`save_calibrator` /
+    :func:`load_calibrator`.
+
+    Examples
+    --------
+    >>> from bayescal.core import Calibrator
+    >>> from bayescal.regression import fit_isotonic_recalibrator
+    >>> isinstance(fit_isotonic_recalibrator([0.1, 0.5, 0.7]), Calibrator)
+    True
+    """
+
+    _data_fields: tuple[str, ...]
+    _meta_fields: tuple[str, ...]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Apply the fitted map to new predictions."""
+
+
 def isotonic_regression(
     y: ArrayLike, *, weights: ArrayLike | None = None, increasing: bool = True
 ) -> jax.Array:
@@ -135,7 +153,7 @@ def isotonic_regression(
 
 
 @_v.validated
-def curve_error(curve: CalibrationCurve, *, norm: str = "l1") -> jax.Array:
+def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
     """Weighted gap between a curve's observed and expected values.
 
     ``norm="l1"``: :math:`\\sum_k w_k |o_k - e_k| / \\sum_k w_k`; ``"l2"``: the root of

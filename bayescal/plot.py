@@ -53,7 +53,7 @@ def _axes(
 
 
 def _curve_type():
-    from bayescal._src.curve import CalibrationCurve
+    from bayescal.core import CalibrationCurve
 
     return CalibrationCurve
 
@@ -105,15 +105,48 @@ def _unit_square(ax: Any) -> None:
 
 
 def _check_level(level: Any) -> float:
-    from bayescal._src.resampling import check_level
+    if isinstance(level, bool) or not isinstance(level, int | float | np.floating):
+        raise TypeError(f"level must be a float in (0, 1), e.g. 0.95; got {level!r}.")
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(
+            f"level must lie strictly between 0 and 1 (e.g. 0.95 for a 95% band); got "
+            f"{level!r}."
+        )
+    return float(level)
 
-    return check_level(level)
+
+def _host_array(x: Any, name: str, what: str) -> np.ndarray:
+    """A 1-D, non-empty, finite float64 numpy array (the plots work on the host)."""
+    try:
+        a = np.asarray(x)
+    except Exception as err:
+        raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.") from err
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        if a.dtype.name != "bfloat16":
+            raise TypeError(f"{name} must be an array of numbers; got dtype {a.dtype}.")
+    a = a.astype(float)
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D; got shape {a.shape}. Reshape it (.ravel()).")
+    if a.size == 0:
+        raise ValueError(f"{name} is empty (shape {a.shape}); at least one value is needed.")
+    if not np.all(np.isfinite(a)):
+        n_nan = int(np.isnan(a).sum())
+        raise ValueError(
+            f"{name} contains {n_nan} NaN and {int(np.isinf(a).sum())} infinite values; all "
+            f"{what} must be finite. Drop or impute those observations first."
+        )
+    return a
 
 
-def _check_pit(pit: Any) -> jax.Array:
-    from bayescal._src import validation as _v
-
-    return _v.check_pit(pit)
+def _check_pit(pit: Any) -> np.ndarray:
+    u = _host_array(pit, "pit", "PIT values")
+    if np.any((u < 0) | (u > 1)):
+        raise ValueError(
+            f"pit must lie in [0, 1]; got values outside it (min {u.min()!r}, max "
+            f"{u.max()!r}). PIT values are probabilities: check the input is not a raw "
+            "score, a logit or a percentage."
+        )
+    return u
 
 
 # ------------------------------------------------------------ calibration curve
@@ -338,8 +371,9 @@ def reliability_diagram(
         A CORP curve: ``expected`` = sorted forecasts, ``observed`` = the PAV fit, and
         ``lower`` / ``upper`` = a consistency band; drawn as a step function.
     edges : array_like, shape [K + 1], optional
-        Bin edges, for bars and the histogram. Default: uniform edges when every bin's
-        mean lies in its uniform bin, otherwise bars centred at the bin means.
+        Bin edges, for bars and the histogram. Default: the curve's own ``edges``
+        (set by ``reliability_curve``); for a curve without them, uniform edges when
+        every bin's mean lies in its uniform bin, otherwise bars centred at the means.
     hist_ax : matplotlib Axes, optional
         Where to draw the histogram.
     label : str, optional
@@ -385,6 +419,8 @@ def reliability_diagram(
         ax = _axes(ax)
     color = _color(0, color)
     k = x.size
+    if edges is None and getattr(curve, "edges", None) is not None:
+        edges = _np(curve.edges)
     e = _bin_edges(x, k, edges)
     filled = w > 0
     _reference_line(ax, [0, 1], [0, 1], "ideal")
@@ -491,11 +527,11 @@ def pit_ecdf(
     pit: Any,
     *,
     ax: Any = None,
-    band: Any = True,
+    key: Any = None,
+    band: Any = None,
     difference: bool = True,
     level: float = 0.95,
     num_points: int = 100,
-    key: Any = None,
     num_samples: int = 1000,
     label: str | None = None,
     color: Any = None,
@@ -511,16 +547,18 @@ def pit_ecdf(
     ----------
     pit : array_like, shape [N]
     ax : matplotlib Axes, optional
-    band : bool or Band, default True
-        True: compute the band; a ``Band`` from ``pit_ecdf_band(len(pit), ...,
-        num_points=num_points)``: use it; False: no band.
+    key : PRNG key or int seed, optional
+        Randomness of the band simulation. The band is drawn when a key is given (or a
+        ``Band`` is passed); without one the plot shows the curve alone (bayescal never
+        uses a hidden fixed key).
+    band : None, bool or Band, default None
+        None: a band when ``key`` is given; True: a band (needs ``key``); a ``Band`` from
+        ``pit_ecdf_band(key, len(pit), ..., num_points=num_points)``: use it; False: none.
     difference : bool, default True
         Plot :math:`G_n(p) - p` (the ECDF-difference plot, whose band is much easier to
         read) instead of :math:`G_n(p)`.
     level : float in (0, 1), default 0.95
     num_points : int, default 100
-    key : PRNG key, optional
-        Seed of the band simulation (default ``jax.random.key(0)``).
     num_samples : int, default 1000
         Simulations for the band.
     label : str, optional
@@ -537,25 +575,31 @@ def pit_ecdf(
     >>> from bayescal import plot
     >>> import jax
     >>> pit = jax.random.uniform(jax.random.key(0), (200,))
-    >>> ax = plot.pit_ecdf(pit, num_points=50, num_samples=200)
+    >>> ax = plot.pit_ecdf(pit, key=jax.random.key(1), num_points=50, num_samples=200)
     >>> ax.get_ylabel()
     'ECDF(p) − p'
     """
     from bayescal import regression as reg
-    from bayescal._src.bands import Band
+    from bayescal.core import Band
 
     u = _check_pit(pit)
     level = _check_level(level)
     curve = reg.calibration_curve(u, num_levels=num_points)
     p, g = _np(curve.expected), _np(curve.observed)
+    if band is None:
+        band = key is not None
     if band is True:
+        if key is None:
+            raise TypeError(
+                "band=True simulates the band, which needs randomness: pass key (a PRNG "
+                "key or an int seed), or band=False."
+            )
         band = reg.pit_ecdf_band(
+            key,
             u.shape[0],
             level=level,
             num_points=num_points,
-            key=key,
             num_samples=num_samples,
-            dtype=u.dtype,
         )
     elif band is False or band is None:
         band = None
@@ -564,7 +608,7 @@ def pit_ecdf(
     elif np.asarray(band.x).shape != p.shape:
         raise ValueError(
             f"band has {np.asarray(band.x).size} points but num_points={num_points}; "
-            "compute it with pit_ecdf_band(n, num_points=num_points)."
+            "compute it with pit_ecdf_band(key, n, num_points=num_points)."
         )
     shift = p if difference else 0.0
     ax = _axes(ax, figsize=(5.6, 4.0) if difference else (4.8, 4.8))
@@ -656,7 +700,7 @@ def pit_histogram(
     >>> len(ax.patches)
     5
     """
-    from bayescal.core import binomial_quantile
+    from scipy.stats import binom
 
     u = np.asarray(_check_pit(pit), dtype=float)
     level = _check_level(level)
@@ -697,8 +741,8 @@ def pit_histogram(
     )
     if band:  # drawn over the bars, so every bar top reads against it
         q = (1 - level) / 2
-        lo = np.asarray(binomial_quantile(q, n, width), dtype=float) / (n * width)
-        hi = np.asarray(binomial_quantile(1 - q, n, width), dtype=float) / (n * width)
+        lo = binom.ppf(q, n, width) / (n * width)
+        hi = binom.ppf(1 - q, n, width) / (n * width)
         ax.fill_between(
             edges,
             np.append(lo, lo[-1]),
@@ -759,13 +803,12 @@ def sharpness(
     >>> ax.get_xlabel()
     'predictive standard deviation'
     """
-    from bayescal._src import validation as _v
-
-    checked = _v.as_float_array(scale, "scale")
-    _v.check_ndim(checked, "scale", 1)
-    _v.check_nonempty(checked, "scale")
-    _v.check_positive(checked, "scale")
-    s = np.asarray(checked, dtype=float)
+    s = _host_array(scale, "scale", "scales")
+    if np.any(s <= 0):
+        raise ValueError(
+            f"scale must be strictly positive; got {int((s <= 0).sum())} values <= 0 (min "
+            f"{s.min()!r}). A predictive scale is a standard deviation > 0."
+        )
     mean, rms = float(s.mean()), float(np.sqrt(np.mean(s**2)))
     ax = _axes(ax, figsize=(5.6, 4.0))
     color = _color(0, color)

@@ -1,6 +1,6 @@
 """Bootstrap of MACE: 1000 replicates at N = 1e5, bayescal against a loop over peers.
 
-bayescal: ``core.bootstrap(regression.calibration_error, pit, ...)`` (indices resampled
+bayescal: ``core.bootstrap(key, regression.calibration_error, pit, ...)`` (indices resampled
 for every replicate, ``vmap`` over keys in chunks under ``jit``) and
 ``regression.bootstrap_calibration_error`` (the same distribution drawn from the counts
 per level). Peer: a Python loop over uncertainty-toolbox's
@@ -21,6 +21,7 @@ def main(quick: bool = False) -> list[dict]:
     import uncertainty_toolbox.metrics_calibration as utc
 
     from bayescal import core
+    from bayescal._src import resampling as kernels
     from bayescal import regression as reg
 
     n = 20_000 if quick else 100_000
@@ -35,10 +36,10 @@ def main(quick: bool = False) -> list[dict]:
     key = jax.random.key(0)
 
     def ours_engine():
-        return core.bootstrap(reg.calibration_error, pit, key=key, num_samples=num_samples)
+        return core.bootstrap(key, reg.calibration_error, pit, num_samples=num_samples)
 
     def ours_counts():
-        return reg.bootstrap_calibration_error(pit, key=key, num_samples=num_samples)
+        return reg.bootstrap_calibration_error(key, pit, num_samples=num_samples)
 
     indices = [rng.integers(0, n, n) for _ in range(peer_reps)]
 
@@ -56,7 +57,7 @@ def main(quick: bool = False) -> list[dict]:
     # within float rounding of a level: each flip moves one level by 1/n, hence the
     # tolerance of a few flips.
     res = ours_engine()
-    idx0 = np.asarray(core.bootstrap_indices(key, n, 1))[0]
+    idx0 = np.asarray(kernels.bootstrap_indices(key, n, 1))[0]
     ref0 = utc.mean_absolute_calibration_error(
         loc[idx0], scale[idx0], y[idx0], vectorized=True, prop_type="quantile"
     )

@@ -308,7 +308,7 @@ def test_load_refuses_pickled_content_and_foreign_files(tmp_path):
     np.savez(other, a=np.ones(3))
     with pytest.raises(ValueError, match="not a bayescal calibrator file"):
         load_calibrator(other)
-    with pytest.raises(TypeError, match="save_calibrator saves bayescal calibrators"):
+    with pytest.raises(TypeError, match="save_calibrator saves the fitted objects of bayescal"):
         save_calibrator(object(), os.path.join(tmp_path, "x.npz"))
 
 
@@ -328,8 +328,8 @@ def test_cross_calibrate_matches_sklearn_calibrated_classifier_cv(rng, strategy,
     splits = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(4)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # float64 scores -> float32
-        res = cross_calibrate(
-            _gnb_fit_predict, x, y, strategy=strategy, folds=fold, X_new=x_new
+        res = cross_calibrate(0,
+            _gnb_fit_predict, x, y, ensemble=strategy, folds=fold, X_new=x_new
         )
         ours = res.predict_proba(x_new)
     ref = CalibratedClassifierCV(
@@ -345,20 +345,18 @@ def test_cross_calibrate_matches_sklearn_calibrated_classifier_cv(rng, strategy,
 def test_cross_calibrate_stratified_folds_and_callable_method(rng):
     x = rng.normal(size=(120, 2))
     y = (x[:, 0] + rng.normal(size=120) > 0).astype(int)
-    res = cross_calibrate(
+    res = cross_calibrate(1,
         _gnb_fit_predict,
         x.astype(DTYPE),
         y,
         method=functools.partial(fit_platt, eps=1e-7),
-        num_folds=3,
-        seed=1,
-    )
+        num_folds=3,)
     counts = np.array(
         [[np.sum((res.fold == k) & (y == c)) for c in (0, 1)] for k in range(3)]
     )
     assert np.ptp(counts, axis=0).max() <= 1  # stratified, balanced
     assert all(isinstance(c, PlattCalibrator) for c in res.calibrators)
-    res2 = cross_calibrate(_gnb_fit_predict, x.astype(DTYPE), y, num_folds=3, seed=1)
+    res2 = cross_calibrate(1, _gnb_fit_predict, x.astype(DTYPE), y, num_folds=3)
     np.testing.assert_array_equal(res.fold, res2.fold)  # seeded
 
 

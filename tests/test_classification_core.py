@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from bayescal import core
+from tests import _kernels as kernels
 from tests.conftest import X64
 
 DTYPE = np.float64 if X64 else np.float32
@@ -15,7 +16,7 @@ DTYPE = np.float64 if X64 else np.float32
 def test_quantile_edges_match_numpy_quantile(rng):
     # reference: numpy 2.4 np.quantile(method="linear"), numpy's default
     x = rng.beta(2, 5, size=997).astype(DTYPE)
-    got = np.asarray(core.quantile_edges(jnp.asarray(x), 7))
+    got = np.asarray(kernels.quantile_edges(jnp.asarray(x), 7))
     ref = np.quantile(x, np.linspace(0, 1, 8))
     np.testing.assert_allclose(got, ref, rtol=1e-6 if not X64 else 1e-12)
     assert got[0] == x.min() and got[-1] == x.max()
@@ -24,11 +25,11 @@ def test_quantile_edges_match_numpy_quantile(rng):
 
 def test_quantile_edges_with_ties_are_nondecreasing_and_vmap():
     x = jnp.asarray(np.array([0.0] * 6 + [0.5, 0.7, 1.0, 1.0], DTYPE))
-    e = np.asarray(core.quantile_edges(x, 5))
+    e = np.asarray(kernels.quantile_edges(x, 5))
     np.testing.assert_array_equal(e[:3], 0.0)  # repeated edges -> empty bins
     batch = jnp.stack([x, x[::-1]])
     np.testing.assert_array_equal(
-        jax.vmap(lambda v: core.quantile_edges(v, 5))(batch)[1], e
+        jax.vmap(lambda v: kernels.quantile_edges(v, 5))(batch)[1], e
     )
 
 
@@ -36,21 +37,21 @@ def test_freedman_diaconis_edges_match_numpy(rng):
     # reference: numpy 2.4 np.histogram_bin_edges(bins="fd", range=(0, 1))
     x = rng.uniform(size=500)
     np.testing.assert_array_equal(
-        core.freedman_diaconis_edges(x), np.histogram_bin_edges(x, "fd", range=(0, 1))
+        kernels.freedman_diaconis_edges(x), np.histogram_bin_edges(x, "fd", range=(0, 1))
     )
-    assert core.freedman_diaconis_edges(np.full(10, 0.3)).size == 2  # IQR 0: one bin
-    assert core.freedman_diaconis_edges(x, max_bins=3).size == 4
+    assert kernels.freedman_diaconis_edges(np.full(10, 0.3)).size == 2  # IQR 0: one bin
+    assert kernels.freedman_diaconis_edges(x, max_bins=3).size == 4
 
 
 def test_binned_means_keep_empty_bins_with_fill_and_int_counts():
     idx = jnp.array([0, 0, 2])
     v = jnp.array([1.0, 3.0, 5.0], DTYPE)
     fill = jnp.array([-1.0, -2.0, -3.0], DTYPE)
-    count, (mean,) = core.binned_means(idx, 3, (v,), fill=fill)
+    count, (mean,) = kernels.binned_means(idx, 3, (v,), fill=fill)
     np.testing.assert_array_equal(count, [2, 0, 1])
     assert jnp.issubdtype(count.dtype, jnp.integer)
     np.testing.assert_array_equal(mean, [2.0, -2.0, 5.0])
-    total, (wmean,) = core.binned_means(idx, 3, (v,), weights=jnp.array([1.0, 3.0, 2.0]))
+    total, (wmean,) = kernels.binned_means(idx, 3, (v,), weights=jnp.array([1.0, 3.0, 2.0]))
     np.testing.assert_allclose(total, [4.0, 0.0, 2.0])
     np.testing.assert_allclose(wmean, [2.5, 0.0, 5.0])
 
@@ -60,7 +61,7 @@ def test_isotonic_fit_pools_ties_like_sklearn(rng):
     x = (rng.integers(0, 30, size=400) / 30).astype(DTYPE)
     y = (rng.uniform(size=400) < x).astype(DTYPE)
     w = rng.uniform(0.5, 2.0, size=400).astype(DTYPE)
-    fit = core.isotonic_fit(jnp.asarray(x), jnp.asarray(y), jnp.asarray(w))
+    fit = kernels.isotonic_fit(jnp.asarray(x), jnp.asarray(y), jnp.asarray(w))
     ref = IsotonicRegression().fit(x, y, sample_weight=w)
     k = int(fit.num_thresholds)
     assert k == np.unique(x).size
@@ -77,14 +78,14 @@ def test_isotonic_fit_vmap_matches_loop(rng):
     x = jnp.asarray(rng.integers(0, 10, size=(3, 50)).astype(DTYPE))
     y = jnp.asarray((rng.uniform(size=(3, 50)) < 0.5).astype(DTYPE))
     w = jnp.ones_like(x)
-    batched = core.isotonic_fit(x, y, w).fitted
-    loop = jnp.stack([core.isotonic_fit(x[i], y[i], w[i]).fitted for i in range(3)])
+    batched = kernels.isotonic_fit(x, y, w).fitted
+    loop = jnp.stack([kernels.isotonic_fit(x[i], y[i], w[i]).fitted for i in range(3)])
     np.testing.assert_array_equal(batched, loop)
 
 
 def test_argsort_last_axis_matches_numpy(rng):
     x = rng.normal(size=(2, 100)).astype(DTYPE)
-    got = np.asarray(jax.jit(core.argsort_last_axis)(jnp.asarray(x)))
+    got = np.asarray(jax.jit(kernels.argsort_last_axis)(jnp.asarray(x)))
     np.testing.assert_array_equal(np.take_along_axis(x, got, -1), np.sort(x, -1))
 
 
@@ -108,7 +109,7 @@ def test_pool_ties_host_and_xla_paths_agree(rng):
         np.testing.assert_array_equal(host[1], xla[1])
         for a, b in zip(host[2:], xla[2:], strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
-    pooled = core.pool_ties(x, y, w)
+    pooled = kernels.pool_ties(x, y, w)
     ref_mean = [np.average(y[x == v], weights=w[x == v]) for v in np.unique(x)]
     np.testing.assert_allclose(pooled.mean, ref_mean, rtol=1e-5)
     np.testing.assert_array_equal(pooled.thresholds, np.unique(x))
@@ -118,6 +119,6 @@ def test_isotonic_fit_vmap_with_shared_response(rng):
     # vmap over x only: the host callback sees a batched x and an unbatched y
     x = jnp.asarray(rng.integers(0, 8, size=(3, 40)).astype(DTYPE))
     y = jnp.asarray((rng.uniform(size=40) < 0.5).astype(DTYPE))
-    got = jax.vmap(lambda xi: core.isotonic_fit(xi, y).fitted)(x)
+    got = jax.vmap(lambda xi: kernels.isotonic_fit(xi, y).fitted)(x)
     for i in range(3):
-        np.testing.assert_allclose(got[i], core.isotonic_fit(x[i], y).fitted, rtol=1e-6)
+        np.testing.assert_allclose(got[i], kernels.isotonic_fit(x[i], y).fitted, rtol=1e-6)

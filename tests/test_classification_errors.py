@@ -91,16 +91,25 @@ CASES = [
         ValueError,
         "debias=True is defined for",
     ),
-    (ece, (Y, P), {"debias": True, "weights": np.ones(4)}, ValueError, "unweighted counts"),
+    (
+        ece,
+        (Y, P),
+        {"debias": True, "weights": np.ones(4), "key": 0},
+        ValueError,
+        "unweighted counts",
+    ),
+    (ece, (Y, P), {"debias": True}, TypeError, "needs randomness: pass key"),
+    (ece, (Y, P), {"key": 0}, TypeError, "key is used only by debias=True"),
+    (ece, (Y, P), {"debias": True, "key": "seed"}, TypeError, "key must be a PRNG key"),
     (ece, (Y, P), {"debias": 1}, TypeError, "debias must be a bool"),
     (
         ece,
         (Y, P),
-        {"debias": True, "resample": "boot"},
+        {"debias": True, "method": "boot", "key": 0},
         ValueError,
-        "resample must be one of",
+        "method must be one of",
     ),
-    (ece, (Y, P), {"num_resamples": 0}, ValueError, "num_resamples must be an int >= 1"),
+    (ece, (Y, P), {"num_samples": 0}, ValueError, "num_samples must be an int >= 1"),
     # scores
     (log_loss, (Y, P), {"logits": P}, TypeError, "pass exactly one of y_prob"),
     (brier_score, (Y,), {}, TypeError, "pass exactly one of y_prob"),
@@ -230,22 +239,22 @@ def test_cross_calibrate_bad_input():
         return np.clip(x_eval[:, 0] / 20, 0.01, 0.99)
 
     with pytest.raises(TypeError, match="fit_predict must be a callable"):
-        cross_calibrate("model", x, y)
-    with pytest.raises(ValueError, match="strategy must be one of"):
-        cross_calibrate(fit_predict, x, y, strategy="nested")
+        cross_calibrate(0, "model", x, y)
+    with pytest.raises(ValueError, match="ensemble must be one of"):
+        cross_calibrate(0, fit_predict, x, y, ensemble="nested")
     with pytest.raises(ValueError, match="num_folds must be an int >= 2"):
-        cross_calibrate(fit_predict, x, y, num_folds=1)
+        cross_calibrate(0, fit_predict, x, y, num_folds=1)
     with pytest.raises(ValueError, match="y has 19 labels but X has 20 rows"):
-        cross_calibrate(fit_predict, x, y[:19])
+        cross_calibrate(0, fit_predict, x, y[:19])
     with pytest.raises(ValueError, match="y must hold binary labels"):
-        cross_calibrate(fit_predict, x, y * 2)
+        cross_calibrate(0, fit_predict, x, y * 2)
     with pytest.raises(ValueError, match="each class needs at least num_folds=11"):
-        cross_calibrate(fit_predict, x, y, num_folds=11)
+        cross_calibrate(0, fit_predict, x, y, num_folds=11)
     with pytest.raises(ValueError, match="method must be one of"):
-        cross_calibrate(fit_predict, x, y, method="spline")
+        cross_calibrate(0, fit_predict, x, y, method="spline")
     with pytest.raises(ValueError, match="fit_predict must return one score per row"):
-        cross_calibrate(lambda a, b, c: np.zeros((len(c), 2)), x, y)
+        cross_calibrate(0, lambda a, b, c: np.zeros((len(c), 2)), x, y)
     with pytest.raises(ValueError, match="fold 0 holds only class 0"):
-        cross_calibrate(fit_predict, x, y, folds=np.arange(20) % 2)
+        cross_calibrate(0, fit_predict, x, y, folds=np.arange(20) % 2)
     with pytest.raises(ValueError, match="folds must use every id"):
-        cross_calibrate(fit_predict, x, y, folds=np.arange(20) % 3 * 2)
+        cross_calibrate(0, fit_predict, x, y, folds=np.arange(20) % 3 * 2)

@@ -9,6 +9,7 @@ import scipy.stats
 from sklearn.isotonic import IsotonicRegression
 
 from bayescal import classification as clf
+from tests import _kernels as kernels
 
 
 @pytest.fixture
@@ -52,7 +53,8 @@ def test_bootstrap_reliability_curve_brackets_observed(calibrated):
     y, p = calibrated
     for method in ("plain", "bayesian"):
         c = clf.bootstrap_reliability_curve(
-            y, p, bins=6, key=jax.random.key(1), num_samples=300, method=method
+            jax.random.key(1),
+            y, p, bins=6, num_samples=300, method=method
         )
         base = clf.reliability_curve(y, p, bins=6)
         np.testing.assert_allclose(c.observed, base.observed)
@@ -73,9 +75,9 @@ def test_uncertainty_bad_input(calibrated):
     with pytest.raises(ValueError, match="level"):
         clf.acceptance_intervals(clf.reliability_curve(y, p), level=1.5)
     with pytest.raises(ValueError, match="method must be one of"):
-        clf.bootstrap_reliability_curve(y, p, key=jax.random.key(0), method="jackknife")
+        clf.bootstrap_reliability_curve(jax.random.key(0), y, p, method="jackknife")
     with pytest.raises(ValueError, match="y_true"):
-        clf.corp_curve(y + 1, p)
+        clf.corp_curve(y + 1, p, key=0)
 
 
 def test_reliability_curve_returns_the_edges_it_used(calibrated):
@@ -96,7 +98,7 @@ def test_reliability_curve_returns_the_edges_it_used(calibrated):
     )
     _, fd = clf.reliability_curve(y, p, bins="fd", return_edges=True)
     np.testing.assert_allclose(
-        fd, core.freedman_diaconis_edges(np.asarray(p, np.asarray(fd).dtype)), rtol=1e-6
+        fd, kernels.freedman_diaconis_edges(np.asarray(p, np.asarray(fd).dtype)), rtol=1e-6
     )
     with pytest.raises(TypeError, match="return_edges must be a bool"):
         clf.reliability_curve(y, p, return_edges="yes")

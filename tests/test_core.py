@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 from bayescal import core
 from bayescal._src import validation
 from bayescal.core import CalibrationCurve
+from tests import _kernels as kernels
 from tests.conftest import X64
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32)
@@ -92,16 +93,16 @@ def test_bin_index_edges_convention():
     edges = jnp.array([0.0, 0.25, 0.5, 0.75, 1.0])
     x = jnp.array([0.0, 0.2499, 0.25, 0.5, 0.99, 1.0])
     # [e_k, e_{k+1}) with the last bin closed
-    np.testing.assert_array_equal(core.bin_index(x, edges), [0, 0, 1, 2, 3, 3])
+    np.testing.assert_array_equal(kernels.bin_index(x, edges), [0, 0, 1, 2, 3, 3])
 
 
 def test_bin_sums_keeps_empty_bins_and_counts_in_int():
     idx = jnp.array([0, 0, 3])
-    count, (s,) = core.bin_sums(idx, 5, (jnp.array([1.0, 2.0, 3.0]),))
+    count, (s,) = kernels.bin_sums(idx, 5, (jnp.array([1.0, 2.0, 3.0]),))
     np.testing.assert_array_equal(count, [2, 0, 0, 1, 0])
     assert jnp.issubdtype(count.dtype, jnp.integer)
     np.testing.assert_allclose(s, [3.0, 0, 0, 3.0, 0])
-    total, (sw,) = core.bin_sums(
+    total, (sw,) = kernels.bin_sums(
         idx, 5, (jnp.array([1.0, 2.0, 3.0]),), jnp.array([1.0, 0.5, 2.0])
     )
     np.testing.assert_allclose(total, [1.5, 0, 0, 2.0, 0])
@@ -120,13 +121,13 @@ def test_bin_sums_keeps_empty_bins_and_counts_in_int():
 def test_count_at_or_below_equals_direct_comparison(u, m):
     levels = np.asarray(jnp.linspace(0.0, 1.0, m, dtype=jnp.float32))
     ref = (u[:, None] <= levels[None, :]).sum(0)
-    np.testing.assert_array_equal(core.count_at_or_below(jnp.asarray(u), m), ref)
+    np.testing.assert_array_equal(kernels.count_at_or_below(jnp.asarray(u), m), ref)
 
 
 def test_count_at_or_below_exact_grid_points():
     m = 101
     levels = jnp.linspace(0.0, 1.0, m, dtype=jnp.float32)
-    got = core.count_at_or_below(levels, m)  # u equal to each grid point
+    got = kernels.count_at_or_below(levels, m)  # u equal to each grid point
     np.testing.assert_array_equal(got, np.arange(1, m + 1))
 
 
@@ -139,13 +140,13 @@ def _fine_area(x, d, n=400_001):
 @given(hnp.arrays(np.float64, st.integers(2, 30), elements=st.floats(-1, 1)))
 def test_area_between_matches_fine_quadrature(d):
     x = np.linspace(0, 1, d.size)
-    got = float(core.area_between(jnp.asarray(x), jnp.asarray(d)))
+    got = float(kernels.area_between(jnp.asarray(x), jnp.asarray(d)))
     np.testing.assert_allclose(got, _fine_area(x, d), atol=1e-5)
 
 
 def test_ecdf_area_matches_fine_grid_with_ties(rng):
     u = np.sort(np.concatenate([rng.beta(2, 5, 300), [0.3] * 20, [0.0, 1.0, 1.0]]))
-    got = float(core.ecdf_area_to_diagonal(jnp.asarray(u)))
+    got = float(kernels.ecdf_area_to_diagonal(jnp.asarray(u)))
     p = np.linspace(0, 1, 1_000_001)
     g = np.searchsorted(u, p, side="right") / u.size
     ref = np.trapezoid(np.abs(g - p), p)

@@ -17,6 +17,7 @@ from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
 from bayescal import core, plot  # noqa: E402
 from bayescal import regression as reg  # noqa: E402
 from bayescal.core import CalibrationCurve  # noqa: E402
+from tests import _kernels as kernels
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +36,7 @@ def pits():
 
 @pytest.fixture(scope="module")
 def band200():
-    return reg.pit_ecdf_band(200, num_points=50, num_samples=200)
+    return reg.pit_ecdf_band(0, 200, num_points=50, num_samples=200)
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +50,13 @@ def binned():
     cnt = np.bincount(idx, minlength=10)
     mean_p = np.bincount(idx, weights=p, minlength=10) / np.maximum(cnt, 1)
     freq = np.bincount(idx, weights=y, minlength=10) / np.maximum(cnt, 1)
-    band = core.binomial_acceptance_intervals(mean_p, cnt)
+    band = kernels.binomial_acceptance_intervals(mean_p, cnt)
     curve = CalibrationCurve(
         jnp.asarray(mean_p), jnp.asarray(freq), jnp.asarray(cnt), band.lower, band.upper
     )
     order = np.argsort(p)
     fit = core.isotonic_regression(y[order])
-    cb = core.corp_consistency_band(p, key=jax.random.key(0), num_samples=50)
+    cb = kernels.corp_consistency_band(jax.random.key(0), p, num_samples=50)
     corp = CalibrationCurve(cb.x, fit, jnp.ones(500), cb.lower, cb.upper)
     return curve, corp, cnt
 
@@ -71,7 +72,8 @@ def _polys(ax):
 
 def test_calibration_curve_single_with_band_and_area(pits):
     c = reg.bootstrap_calibration_curve(
-        pits["too narrow"], key=jax.random.key(0), num_levels=50
+        jax.random.key(0),
+        pits["too narrow"], num_levels=50
     )
     ax = plot.calibration_curve(c, band_label="95% bootstrap band", kind="quantile")
     assert len(ax.lines) == 2  # diagonal and curve
@@ -113,7 +115,7 @@ def test_calibration_curve_several_models_share_one_band(pits, band200):
     )
     # different bands are drawn per model, with explicit labels
     c2 = [
-        reg.bootstrap_calibration_curve(u, key=jax.random.key(1), num_levels=50)
+        reg.bootstrap_calibration_curve(jax.random.key(1), u, num_levels=50)
         for u in pits.values()
     ]
     ax = plot.calibration_curve(c2, labels=["A", "B"], shade_area=False, kind="interval")
@@ -177,7 +179,7 @@ def test_reliability_diagram_bars_without_histogram(binned):
 
 
 def test_pit_ecdf_difference_band_and_points_outside(pits, band200):
-    ax = plot.pit_ecdf(pits["too narrow"], num_points=50, num_samples=200)
+    ax = plot.pit_ecdf(pits["too narrow"], num_points=50, num_samples=200, key=0)
     assert ax.get_ylabel() == "ECDF(p) − p" and ax.get_xlabel() == "PIT value p"
     assert len(_polys(ax)) == 1
     texts = _legend_texts(ax)
@@ -262,8 +264,8 @@ def test_pit_histogram_and_sharpness(pits):
             ValueError,
             "edges must be 4",
         ),
-        (lambda: plot.pit_ecdf([0.5, 1.5]), ValueError, "pit must lie in \\[0, 1\\]"),
-        (lambda: plot.pit_ecdf([0.5], level=2), ValueError, "level must lie strictly"),
+        (lambda: plot.pit_ecdf([0.5, 1.5], key=0), ValueError, "pit must lie in \\[0, 1\\]"),
+        (lambda: plot.pit_ecdf([0.5], level=2, key=0), ValueError, "level must lie strictly"),
         (
             lambda: plot.pit_ecdf([0.5], band="yes"),
             TypeError,
@@ -271,7 +273,7 @@ def test_pit_histogram_and_sharpness(pits):
         ),
         (
             lambda: plot.pit_ecdf(
-                [0.5], band=reg.pit_ecdf_band(1, num_points=5, num_samples=10)
+                [0.5], band=reg.pit_ecdf_band(0, 1, num_points=5, num_samples=10)
             ),
             ValueError,
             "band has 5 points",

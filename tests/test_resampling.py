@@ -24,6 +24,7 @@ from bayescal._src.bands import (
     simulate_ecdf_counts,
 )
 from bayescal._src.binning import count_at_or_below
+from tests import _kernels as kernels
 from tests.conftest import X64
 
 FLOAT = jnp.float64 if X64 else jnp.float32
@@ -58,8 +59,8 @@ def test_plain_bootstrap_reproduces_numpy_resampling(rng):
     x = rng.normal(size=n).astype(np.float64 if X64 else np.float32)
     y = rng.integers(0, 2, n)
     key = jax.random.key(3)
-    res = core.bootstrap(_two_array_metric, x, y, key=key, num_samples=b, level=0.9)
-    idx = np.asarray(core.bootstrap_indices(key, n, b))
+    res = core.bootstrap(key, _two_array_metric, x, y, num_samples=b, level=0.9)
+    idx = np.asarray(kernels.bootstrap_indices(key, n, b))
     assert idx.shape == (b, n) and idx.min() >= 0 and idx.max() < n
     ref = np.stack([[np.mean(x[i] * y[i]), np.mean(x[i]) - np.mean(y[i])] for i in idx])
     np.testing.assert_allclose(res.samples, ref, rtol=1e-5, atol=1e-6)
@@ -74,7 +75,7 @@ def test_plain_bootstrap_reproduces_numpy_resampling(rng):
 def test_bayesian_bootstrap_weights_are_dirichlet_and_sum_to_one():
     n, b = 5, 4000
     key = jax.random.key(4)
-    w = np.asarray(core.bayesian_bootstrap_weights(key, n, b, dtype=FLOAT), np.float64)
+    w = np.asarray(kernels.bayesian_bootstrap_weights(key, n, b, dtype=FLOAT), np.float64)
     assert w.shape == (b, n) and (w >= 0).all()
     np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-6)
     # Dirichlet(1^n) marginals are Beta(1, n - 1): mean 1/n. KS at a fixed seed.
@@ -82,7 +83,7 @@ def test_bayesian_bootstrap_weights_are_dirichlet_and_sum_to_one():
     np.testing.assert_allclose(w.mean(axis=0), 1 / n, atol=4 * np.sqrt(4 / 150 / b))
     # the engine calls metric(*arrays, weights=w_b) with exactly these weights
     x = jnp.arange(n, dtype=FLOAT)
-    res = core.bootstrap(_weighted_mean, x, key=key, num_samples=b, method="bayesian")
+    res = core.bootstrap(key, _weighted_mean, x, num_samples=b, method="bayesian")
     np.testing.assert_allclose(res.samples, w @ np.arange(n), rtol=1e-5)
     np.testing.assert_allclose(res.estimate, 2.0, rtol=1e-6)
 
@@ -90,7 +91,7 @@ def test_bayesian_bootstrap_weights_are_dirichlet_and_sum_to_one():
 def test_array_and_pytree_metrics_get_pointwise_bands(rng):
     u = jnp.asarray(rng.uniform(size=120), FLOAT)
     curve_fn = functools.partial(reg.calibration_curve, num_levels=11)
-    res = core.bootstrap(curve_fn, u, key=jax.random.key(0), num_samples=64)
+    res = core.bootstrap(jax.random.key(0), curve_fn, u, num_samples=64)
     assert isinstance(res.estimate, core.CalibrationCurve)
     assert res.samples.observed.shape == (64, 11)
     obs = res.estimate.observed
@@ -100,14 +101,14 @@ def test_array_and_pytree_metrics_get_pointwise_bands(rng):
     def half_nan(x):
         return jnp.stack([jnp.mean(x), jnp.where(jnp.mean(x) > 0.5, jnp.nan, 1.0)])
 
-    res = core.bootstrap(half_nan, u, key=jax.random.key(1), num_samples=64)
+    res = core.bootstrap(jax.random.key(1), half_nan, u, num_samples=64)
     assert np.isfinite(np.asarray(res.lower)).all() and float(res.upper[1]) == 1.0
 
 
 def test_engine_jit_equals_eager_vmap_equals_loop_and_batching_is_invisible(rng):
     x = jnp.asarray(rng.normal(size=(3, 37)), FLOAT)
     keys = jax.random.split(jax.random.key(5), 3)
-    run = lambda x, k: core.bootstrap(_mean, x, key=k, num_samples=64)  # noqa: E731
+    run = lambda x, k: core.bootstrap(k, _mean, x, num_samples=64)  # noqa: E731
     eager = [run(x[i], keys[i]) for i in range(3)]
     jitted = jax.jit(run)(x[0], keys[0])
     np.testing.assert_allclose(jitted.samples, eager[0].samples, rtol=1e-6, atol=1e-7)
@@ -116,13 +117,13 @@ def test_engine_jit_equals_eager_vmap_equals_loop_and_batching_is_invisible(rng)
         np.testing.assert_allclose(vm.samples[i], eager[i].samples, rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(vm.lower[i], eager[i].lower, rtol=1e-6, atol=1e-7)
     # the batch size changes the memory use, not the replicates (same key per replicate)
-    small = core.bootstrap(_mean, x[0], key=keys[0], num_samples=64, batch_size=5)
+    small = core.bootstrap(keys[0], _mean, x[0], num_samples=64, batch_size=5)
     np.testing.assert_allclose(small.samples, eager[0].samples, rtol=1e-6, atol=1e-7)
 
 
 def test_null_pvalue_formula_and_uniformity_under_the_null():
     sim = lambda k: jax.random.normal(k, (20,), FLOAT)  # noqa: E731
-    res = core.null_pvalue(_mean, 0.2, sim, key=jax.random.key(6), num_samples=199)
+    res = core.null_pvalue(jax.random.key(6), _mean, 0.2, sim, num_samples=199)
     s = np.asarray(res.samples)
     assert res.pvalue == pytest.approx((1 + (s >= 0.2).sum()) / 200, rel=1e-6)
     # Under the null the p-value is uniform on {1/200, ..., 1}: KS against U(0, 1) at a
@@ -131,12 +132,12 @@ def test_null_pvalue_formula_and_uniformity_under_the_null():
     observed = jax.vmap(lambda k: _mean(sim(k)))(data_keys)
     keys = jax.random.split(jax.random.key(8), 400)
     pv = jax.vmap(
-        lambda o, k: core.null_pvalue(_mean, o, sim, key=k, num_samples=199).pvalue
+        lambda o, k: core.null_pvalue(k, _mean, o, sim, num_samples=199).pvalue
     )(observed, keys)
     assert scipy.stats.kstest(np.asarray(pv), "uniform").pvalue > 0.01
     # vmap == loop
     for i in range(3):
-        one = core.null_pvalue(_mean, observed[i], sim, key=keys[i], num_samples=199)
+        one = core.null_pvalue(keys[i], _mean, observed[i], sim, num_samples=199)
         np.testing.assert_allclose(pv[i], one.pvalue)
 
 
@@ -149,17 +150,18 @@ def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalib
     keys = jax.random.split(jax.random.key(10), r + 1)
     tests = {
         "area": (
-            lambda p, k: reg.miscalibration_area_test(p, key=k, num_samples=199),
+            lambda p, k: reg.miscalibration_area_test(k, p, num_samples=199),
             reg.miscalibration_area,
         ),
         "mace": (
             lambda p, k: reg.calibration_error_test(
-                p, key=k, num_samples=199, kind="interval", num_levels=50
+                k,
+                p, num_samples=199, kind="interval", num_levels=50
             ),
             lambda p: reg.calibration_error(p, kind="interval", num_levels=50),
         ),
         "ks": (
-            lambda p, k: reg.pit_null_test(_ks_statistic, p, key=k, num_samples=199),
+            lambda p, k: reg.pit_null_test(k, _ks_statistic, p, num_samples=199),
             _ks_statistic,
         ),
     }
@@ -176,7 +178,7 @@ def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalib
                 res.statistic[i], metric(u[i]), rtol=1e-5, err_msg=name
             )
     # the grid version of the area test
-    grid = reg.miscalibration_area_test(u[r], key=keys[0], num_samples=19, num_levels=50)
+    grid = reg.miscalibration_area_test(keys[0], u[r], num_samples=19, num_levels=50)
     np.testing.assert_allclose(grid.statistic, reg.miscalibration_area(u[r], num_levels=50))
     assert float(grid.pvalue) == pytest.approx(1 / 20)
 
@@ -197,11 +199,11 @@ def test_binomial_quantile_equals_scipy(rng):
     n = rng.integers(0, 3000, 500).astype(float)
     p = rng.uniform(size=500)
     p[5:10] = [0.0, 1.0, 0.0, 1.0, 1e-9]
-    got = core.binomial_quantile(q, n, p.astype(np.float64 if X64 else np.float32))
+    got = kernels.binomial_quantile(q, n, p.astype(np.float64 if X64 else np.float32))
     want = scipy.stats.binom.ppf(q.astype(got.dtype), n, np.asarray(p, got.dtype))
     np.testing.assert_array_equal(np.asarray(got), want)
     # under jit and vmap
-    f = jax.jit(jax.vmap(lambda a, b, c: core.binomial_quantile(a, b, c)))
+    f = jax.jit(jax.vmap(lambda a, b, c: kernels.binomial_quantile(a, b, c)))
     np.testing.assert_array_equal(
         np.asarray(f(q[:50], n[:50], got[:50] * 0 + 0.3)),
         scipy.stats.binom.ppf(q[:50].astype(got.dtype), n[:50], np.asarray(0.3, got.dtype)),
@@ -216,7 +218,7 @@ def test_acceptance_intervals_equal_binomial_quantiles_and_cover(rng):
     expected[3:6] = [0.0, 1.0, 0.5]
     expected[0] = np.nan  # an empty bin's mean is undefined: allowed, gives NaN
     for level in (0.95, 0.8):
-        band = core.binomial_acceptance_intervals(expected, count, level=level)
+        band = kernels.binomial_acceptance_intervals(expected, count, level=level)
         a = (1 - level) / 2
         lo = scipy.stats.binom.ppf(a, count[1:], expected[1:]) / count[1:]
         hi = scipy.stats.binom.ppf(1 - a, count[1:], expected[1:]) / count[1:]
@@ -254,14 +256,14 @@ def test_corp_resamples_pool_ties_and_band_is_their_quantiles(rng):
     )
     refs = [_corp_reference(np.asarray(xs), y.astype(float)) for y in ystar]
     np.testing.assert_allclose(fits, np.stack(refs), atol=1e-6)
-    band = core.corp_consistency_band(x, key=key, num_samples=b, level=0.9)
+    band = kernels.corp_consistency_band(key, x, num_samples=b, level=0.9)
     np.testing.assert_allclose(band.x, np.sort(x))
     lo, hi = np.quantile(np.stack(refs), [0.05, 0.95], axis=0)
     np.testing.assert_allclose(band.lower, lo, atol=1e-6)
     np.testing.assert_allclose(band.upper, hi, atol=1e-6)
     # evaluated on a grid: the step function of the same resamples
     grid = np.linspace(0, 1, 21)
-    gband = core.corp_consistency_band(x, key=key, num_samples=b, level=0.9, grid=grid)
+    gband = kernels.corp_consistency_band(key, x, num_samples=b, level=0.9, grid=grid)
     i = np.clip(
         np.searchsorted(np.sort(x), grid.astype(x.dtype), side="right") - 1, 0, n - 1
     )
@@ -308,7 +310,7 @@ def test_pit_ecdf_band_false_alarm_rate_is_nominal(n, k):
     # simulations: 0.15%) adds to it, 0.26% in all: 4% - 6% is +-3.8 sd. (With 2000
     # sets the sd would be 0.49% and 4% - 6% only +-2 sd.) n = 5000 with 20 points
     # exercises the multinomial simulation of the counts.
-    band = reg.pit_ecdf_band(n, num_points=k, num_samples=20_000, key=jax.random.key(1))
+    band = reg.pit_ecdf_band(jax.random.key(1), n, num_points=k, num_samples=20_000)
 
     def flagged(key):
         g = reg.calibration_curve(jax.random.uniform(key, (n,), FLOAT), num_levels=k)
@@ -369,7 +371,8 @@ def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
     true = _true_mace()
     res = jax.lax.map(
         lambda a: reg.bootstrap_calibration_error(
-            a[0], key=a[1], method=method, num_samples=500
+            a[1],
+            a[0], method=method, num_samples=500
         ),
         (data, keys),
     )
@@ -379,7 +382,8 @@ def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
     if method == "plain":
         res = jax.lax.map(
             lambda a: core.bootstrap(
-                reg.calibration_error, a[0], key=a[1], num_samples=500
+                a[1],
+                reg.calibration_error, a[0], num_samples=500
             ),
             (data, keys),
         )
@@ -401,17 +405,17 @@ def test_count_bootstrap_small_n_reproduces_the_engine_draws(method):
     n, b = 300, 200
     u = _shifted_pit(jax.random.key(16), n)
     key = jax.random.key(17)
-    fast = reg.bootstrap_calibration_error(u, key=key, method=method, num_samples=b)
+    fast = reg.bootstrap_calibration_error(key, u, method=method, num_samples=b)
     levels = np.asarray(reg.calibration_curve(u).expected)
     if method == "plain":
-        idx = np.asarray(core.bootstrap_indices(key, n, b))
+        idx = np.asarray(kernels.bootstrap_indices(key, n, b))
         w = np.stack([np.bincount(i, minlength=n) for i in idx]).astype(float)
     else:
-        w = np.asarray(core.bayesian_bootstrap_weights(key, n, b, dtype=FLOAT), float)
+        w = np.asarray(kernels.bayesian_bootstrap_weights(key, n, b, dtype=FLOAT), float)
     ref = np.abs(_numpy_curves(np.asarray(u), levels, w) - levels).mean(axis=1)
     np.testing.assert_allclose(fast.samples, ref, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(fast.estimate, reg.calibration_error(u), rtol=1e-6)
-    curve = reg.bootstrap_calibration_curve(u, key=key, method=method, num_samples=b)
+    curve = reg.bootstrap_calibration_curve(key, u, method=method, num_samples=b)
     np.testing.assert_allclose(curve.observed, reg.calibration_curve(u).observed)
     lo, hi = np.quantile(_numpy_curves(np.asarray(u), levels, w), [0.025, 0.975], axis=0)
     np.testing.assert_allclose(curve.lower, lo, atol=1e-6)
@@ -427,15 +431,17 @@ def test_count_bootstrap_large_n_has_the_engine_distribution(method):
     n, b = 5000, 500
     u = _shifted_pit(jax.random.key(16), n)
     fast = reg.bootstrap_calibration_error(
-        u, key=jax.random.key(17), method=method, num_samples=b
+        jax.random.key(17),
+        u, method=method, num_samples=b
     )
     metric = reg.calibration_error if method == "plain" else _weighted_mace
-    ref = core.bootstrap(metric, u, key=jax.random.key(18), method=method, num_samples=b)
+    ref = core.bootstrap(jax.random.key(18), metric, u, method=method, num_samples=b)
     np.testing.assert_allclose(fast.estimate, ref.estimate, rtol=1e-5)
     ks = scipy.stats.ks_2samp(np.asarray(fast.samples), np.asarray(ref.samples))
     assert ks.pvalue > 0.001, ks
     curve = reg.bootstrap_calibration_curve(
-        u, key=jax.random.key(17), method=method, num_samples=b
+        jax.random.key(17),
+        u, method=method, num_samples=b
     )
     np.testing.assert_allclose(curve.observed, reg.calibration_curve(u).observed)
     assert bool(jnp.all(curve.lower <= curve.upper))
@@ -452,174 +458,174 @@ U = np.linspace(0.01, 0.99, 20)
     "call, error, match",
     [
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, level=1.5),
+            lambda: core.bootstrap(KEY, _mean, U, level=1.5),
             ValueError,
             "level must lie strictly between 0 and 1",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, level=0.0),
+            lambda: core.bootstrap(KEY, _mean, U, level=0.0),
             ValueError,
             "level must lie strictly",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, level="95%"),
+            lambda: core.bootstrap(KEY, _mean, U, level="95%"),
             TypeError,
             "level must be a float",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, num_samples=0),
+            lambda: core.bootstrap(KEY, _mean, U, num_samples=0),
             ValueError,
             "num_samples must be an int >= 1",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, num_samples=10.0),
+            lambda: core.bootstrap(KEY, _mean, U, num_samples=10.0),
             TypeError,
             "num_samples must be an int",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, method="bca"),
+            lambda: core.bootstrap(KEY, _mean, U, method="bca"),
             ValueError,
             "method must be one of 'plain', 'bayesian'",
         ),
-        (lambda: core.bootstrap(_mean, U, key=None), TypeError, "key is required"),
-        (lambda: core.bootstrap(_mean, U, key=0.5), TypeError, "key must be a PRNG key"),
+        (lambda: core.bootstrap(None, _mean, U), TypeError, "key is required"),
+        (lambda: core.bootstrap(0.5, _mean, U), TypeError, "key must be a PRNG key"),
         (
-            lambda: core.bootstrap(_mean, U, key=jax.random.split(KEY, 3)),
+            lambda: core.bootstrap(jax.random.split(KEY, 3), _mean, U),
             TypeError,
             "single PRNG key",
         ),
         (
-            lambda: core.bootstrap("mean", U, key=KEY),
+            lambda: core.bootstrap(KEY, "mean", U),
             TypeError,
             "metric must be a callable",
         ),
-        (lambda: core.bootstrap(_mean, key=KEY), TypeError, "at least one data array"),
+        (lambda: core.bootstrap(KEY, _mean), TypeError, "at least one data array"),
         (
-            lambda: core.bootstrap(_mean, U, U[:5], key=KEY),
+            lambda: core.bootstrap(KEY, _mean, U, U[:5]),
             ValueError,
             "arrays\\[1\\] has 5 observations",
         ),
         (
-            lambda: core.bootstrap(_mean, 1.0, key=KEY),
+            lambda: core.bootstrap(KEY, _mean, 1.0),
             ValueError,
             "arrays\\[0\\] is a scalar",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, batch_size=0),
+            lambda: core.bootstrap(KEY, _mean, U, batch_size=0),
             ValueError,
             "batch_size must be an int >= 1",
         ),
         (
-            lambda: core.bootstrap(_mean, U, key=KEY, method="bayesian"),
+            lambda: core.bootstrap(KEY, _mean, U, method="bayesian"),
             TypeError,
             "does not take them",
         ),
         (
-            lambda: core.bayesian_bootstrap_weights(KEY, 5, 3, dtype=jnp.int32),
+            lambda: kernels.bayesian_bootstrap_weights(KEY, 5, 3, dtype=jnp.int32),
             TypeError,
             "dtype must be a float",
         ),
-        (lambda: core.bootstrap_indices(KEY, 0, 3), ValueError, "n must be an int >= 1"),
+        (lambda: kernels.bootstrap_indices(KEY, 0, 3), ValueError, "n must be an int >= 1"),
         (
-            lambda: core.null_pvalue(_mean, 0.1, None, key=KEY),
+            lambda: core.null_pvalue(KEY, _mean, 0.1, None),
             TypeError,
             "simulate must be a callable",
         ),
         (
-            lambda: core.null_pvalue(_mean, np.nan, _mean, key=KEY),
+            lambda: core.null_pvalue(KEY, _mean, np.nan, _mean),
             ValueError,
             "observed contains 1 NaN",
         ),
         (
-            lambda: core.binomial_quantile(1.5, 10, 0.5),
+            lambda: kernels.binomial_quantile(1.5, 10, 0.5),
             ValueError,
             "q must lie in \\[0, 1\\]",
         ),
         (
-            lambda: core.binomial_quantile(0.5, 10.5, 0.5),
+            lambda: kernels.binomial_quantile(0.5, 10.5, 0.5),
             ValueError,
             "n must hold nonnegative whole numbers",
         ),
         (
-            lambda: core.binomial_quantile(0.5, 10, -0.1),
+            lambda: kernels.binomial_quantile(0.5, 10, -0.1),
             ValueError,
             "p must lie in \\[0, 1\\]",
         ),
         (
-            lambda: core.binomial_quantile([0.5, 0.6], 10, [0.1, 0.2, 0.3]),
+            lambda: kernels.binomial_quantile([0.5, 0.6], 10, [0.1, 0.2, 0.3]),
             ValueError,
             "must broadcast together",
         ),
         (
-            lambda: core.binomial_acceptance_intervals([0.2, 1.2], [3, 4]),
+            lambda: kernels.binomial_acceptance_intervals([0.2, 1.2], [3, 4]),
             ValueError,
             "expected must lie in \\[0, 1\\]",
         ),
         (
-            lambda: core.binomial_acceptance_intervals([0.2, 0.5], [3]),
+            lambda: kernels.binomial_acceptance_intervals([0.2, 0.5], [3]),
             ValueError,
             "count has shape",
         ),
         (
-            lambda: core.binomial_acceptance_intervals([0.2, 0.5], [3, -1]),
+            lambda: kernels.binomial_acceptance_intervals([0.2, 0.5], [3, -1]),
             ValueError,
             "count must hold nonnegative",
         ),
         (
-            lambda: core.binomial_acceptance_intervals([0.2], [3], level=1),
+            lambda: kernels.binomial_acceptance_intervals([0.2], [3], level=1),
             ValueError,
             "level must lie strictly",
         ),
         (
-            lambda: core.corp_consistency_band([0.2, 1.1], key=KEY),
+            lambda: kernels.corp_consistency_band(KEY, [0.2, 1.1]),
             ValueError,
             "y_prob must lie in \\[0, 1\\]",
         ),
         (
-            lambda: core.corp_consistency_band([0.2, 0.5], key=KEY, grid=[0.5, 0.2]),
+            lambda: kernels.corp_consistency_band(KEY, [0.2, 0.5], grid=[0.5, 0.2]),
             ValueError,
             "grid must be sorted",
         ),
-        (lambda: reg.pit_ecdf_band(0), ValueError, "n must be an int >= 1"),
+        (lambda: reg.pit_ecdf_band(0, 0), ValueError, "n must be an int >= 1"),
         (
-            lambda: reg.pit_ecdf_band(10, num_points=2),
+            lambda: reg.pit_ecdf_band(0, 10, num_points=2),
             ValueError,
             "num_points must be an int >= 3",
         ),
-        (lambda: reg.pit_ecdf_band(10, level=95), ValueError, "level must lie strictly"),
-        (lambda: reg.pit_ecdf_band(10, key="seed"), TypeError, "key must be a PRNG key"),
+        (lambda: reg.pit_ecdf_band(0, 10, level=95), ValueError, "level must lie strictly"),
+        (lambda: reg.pit_ecdf_band("seed", 10), TypeError, "key must be a PRNG key"),
         (
-            lambda: reg.bootstrap_calibration_error(U, key=KEY, norm="l3"),
+            lambda: reg.bootstrap_calibration_error(KEY, U, norm="l3"),
             ValueError,
             "norm must be one of",
         ),
         (
-            lambda: reg.bootstrap_calibration_error(U, key=KEY, method="wild"),
+            lambda: reg.bootstrap_calibration_error(KEY, U, method="wild"),
             ValueError,
             "method must be one of",
         ),
         (
-            lambda: reg.bootstrap_calibration_curve(U + 1, key=KEY),
+            lambda: reg.bootstrap_calibration_curve(KEY, U + 1),
             ValueError,
             "pit must lie in \\[0, 1\\]",
         ),
         (
-            lambda: reg.bootstrap_calibration_curve(U, key=KEY, num_samples=-3),
+            lambda: reg.bootstrap_calibration_curve(KEY, U, num_samples=-3),
             ValueError,
             "num_samples must be an int >= 1",
         ),
         (
-            lambda: reg.miscalibration_area_test(U, key=KEY, kind="two-sided"),
+            lambda: reg.miscalibration_area_test(KEY, U, kind="two-sided"),
             ValueError,
             "kind must be one of",
         ),
         (
-            lambda: reg.calibration_error_test(U, key=KEY, num_levels=1),
+            lambda: reg.calibration_error_test(KEY, U, num_levels=1),
             ValueError,
             "num_levels must be an int >= 2",
         ),
         (
-            lambda: reg.pit_null_test(None, U, key=KEY),
+            lambda: reg.pit_null_test(KEY, None, U),
             TypeError,
             "statistic must be a callable",
         ),

@@ -125,7 +125,7 @@ def binomial_quantile(q: ArrayLike, n: ArrayLike, p: ArrayLike) -> jax.Array:
 
     Examples
     --------
-    >>> from bayescal.core import binomial_quantile
+    >>> from bayescal._src.bands import binomial_quantile
     >>> binomial_quantile([0.025, 0.975], 20, 0.5).tolist()
     [6.0, 14.0]
     """
@@ -195,7 +195,7 @@ def binomial_acceptance_intervals(
 
     Examples
     --------
-    >>> from bayescal.core import binomial_acceptance_intervals
+    >>> from bayescal._src.bands import binomial_acceptance_intervals
     >>> band = binomial_acceptance_intervals([0.1, 0.5], [50, 20])
     >>> [round(v, 3) for v in band.lower.tolist()], [round(v, 3) for v in band.upper.tolist()]
     ([0.02, 0.3], [0.18, 0.7])
@@ -258,9 +258,9 @@ def _corp_kernel(x, grid, key, level, num_samples, batch_size):
 
 @_v.validated
 def corp_consistency_band(
+    key: Any,
     y_prob: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     level: float = 0.95,
     grid: ArrayLike | None = None,
@@ -277,9 +277,10 @@ def corp_consistency_band(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     y_prob : array_like, shape [N]
         Forecast probabilities in [0, 1] (any order).
-    key : PRNG key
     num_samples : int, default 1000
     level : float in (0, 1), default 0.95
         Pointwise coverage of the band.
@@ -312,9 +313,9 @@ def corp_consistency_band(
     Examples
     --------
     >>> import jax, jax.numpy as jnp
-    >>> from bayescal.core import corp_consistency_band
+    >>> from bayescal._src.bands import corp_consistency_band
     >>> x = jnp.linspace(0.05, 0.95, 200)
-    >>> band = corp_consistency_band(x, key=jax.random.key(0), num_samples=100)
+    >>> band = corp_consistency_band(jax.random.key(0), x, num_samples=100)
     >>> band.x.shape, bool((band.lower <= band.upper).all())
     ((200,), True)
     """

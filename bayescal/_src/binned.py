@@ -28,7 +28,7 @@ def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0
 
     Examples
     --------
-    >>> from bayescal.core import uniform_edges
+    >>> from bayescal._src.binned import uniform_edges
     >>> uniform_edges(4).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
@@ -49,7 +49,7 @@ def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> from bayescal.core import quantile_edges
+    >>> from bayescal._src.binned import quantile_edges
     >>> quantile_edges(jnp.array([0.0, 0.0, 0.0, 0.5, 1.0]), 4).tolist()
     [0.0, 0.0, 0.0, 0.5, 1.0]
     """
@@ -84,7 +84,7 @@ def freedman_diaconis_edges(
     Examples
     --------
     >>> import numpy as np
-    >>> from bayescal.core import freedman_diaconis_edges
+    >>> from bayescal._src.binned import freedman_diaconis_edges
     >>> x = np.random.default_rng(0).uniform(size=1000)
     >>> edges = freedman_diaconis_edges(x)
     >>> len(edges) - 1, bool(edges[0] == 0.0 and edges[-1] == 1.0)
@@ -103,7 +103,7 @@ def bin_midpoints(edges: jax.Array) -> jax.Array:
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> from bayescal.core import bin_midpoints
+    >>> from bayescal._src.binned import bin_midpoints
     >>> bin_midpoints(jnp.array([0.0, 0.5, 1.0])).tolist()
     [0.25, 0.75]
     """
@@ -142,7 +142,7 @@ def binned_means(
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> from bayescal.core import binned_means
+    >>> from bayescal._src.binned import binned_means
     >>> count, (mean,) = binned_means(jnp.array([0, 0, 2]), 3, (jnp.array([1.0, 3.0, 5.0]),))
     >>> count.tolist(), mean.tolist()
     ([2, 0, 1], [2.0, 0.0, 5.0])

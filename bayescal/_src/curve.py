@@ -30,6 +30,9 @@ class CalibrationCurve(NamedTuple):
     lower, upper : Array or None, shape [K]
         Optional band around ``observed`` (confidence, consistency or acceptance
         band, depending on the function that filled it).
+    edges : Array or None, shape [K + 1]
+        The bin edges of a binned curve (``reliability_curve``); None for curves
+        evaluated at levels.
     """
 
     expected: jax.Array
@@ -37,3 +40,4 @@ class CalibrationCurve(NamedTuple):
     weight: jax.Array
     lower: jax.Array | None = None
     upper: jax.Array | None = None
+    edges: jax.Array | None = None

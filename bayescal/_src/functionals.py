@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 __all__ = ["NORMS", "curve_gap", "area_between", "ecdf_area_to_diagonal"]
 
-NORMS = ("l1", "l2", "max")
+from bayescal._src.options import NORMS  # noqa: E402  (one definition)
 
 
 def curve_gap(

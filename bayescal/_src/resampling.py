@@ -35,7 +35,7 @@ __all__ = [
     "default_batch_size",
 ]
 
-METHODS = ("plain", "bayesian")
+from bayescal._src.options import BOOTSTRAP_METHODS as METHODS  # noqa: E402
 
 # Elements per array per vmapped batch of replicates: big enough to amortise the loop,
 # small enough to stay in cache (1000 x 1e5 int32 indices at once would be 400 MB).
@@ -195,7 +195,7 @@ def _check_arrays(arrays: tuple[Any, ...]) -> tuple[jax.Array, ...]:
     if not arrays:
         raise TypeError(
             "bootstrap needs at least one data array after the metric, e.g. "
-            "bootstrap(metric, pit, key=key)."
+            "bootstrap(key, metric, pit)."
         )
     out = tuple(_as_data_array(a, f"arrays[{i}]") for i, a in enumerate(arrays))
     for i, a in enumerate(out):
@@ -315,9 +315,9 @@ _null_kernel = jax.jit(
 
 @_v.validated
 def bootstrap(
+    key: Any,
     metric: Callable[..., Any],
     *arrays: ArrayLike,
-    key: jax.Array,
     num_samples: int = 1000,
     method: str = "plain",
     level: float = 0.95,
@@ -343,6 +343,8 @@ def bootstrap(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        ``jax.random.key(seed)`` (or a legacy ``PRNGKey``).
     metric : callable
         A jittable function of the arrays returning an array or a pytree of arrays (a
         scalar metric, a whole curve, a ``CalibrationCurve``...). It is a static
@@ -350,8 +352,6 @@ def bootstrap(
         compilation (a new ``lambda`` per call recompiles).
     *arrays : array_like, each of shape [n, ...]
         The data, with observations along axis 0.
-    key : PRNG key
-        ``jax.random.key(seed)`` (or a legacy ``PRNGKey``).
     num_samples : int, default 1000
         Number of bootstrap replicates ``B``.
     method : {"plain", "bayesian"}
@@ -387,11 +387,11 @@ def bootstrap(
     >>> import jax, jax.numpy as jnp
     >>> from bayescal.core import bootstrap
     >>> x = jnp.arange(10.0)
-    >>> res = bootstrap(jnp.mean, x, key=jax.random.key(0), num_samples=200)
+    >>> res = bootstrap(jax.random.key(0), jnp.mean, x, num_samples=200)
     >>> bool(res.lower < 4.5 < res.upper), res.samples.shape
     (True, (200,))
     >>> wmean = lambda x, weights: jnp.sum(weights * x) / jnp.sum(weights)
-    >>> res = bootstrap(wmean, x, key=jax.random.key(0), method="bayesian")
+    >>> res = bootstrap(jax.random.key(0), wmean, x, method="bayesian")
     >>> round(float(res.estimate), 4)
     4.5
     """
@@ -428,7 +428,7 @@ def bootstrap_indices(key: jax.Array, n: int, num_samples: int) -> jax.Array:
 
     Parameters
     ----------
-    key : PRNG key
+    key : PRNG key or int seed
     n : int
         Number of observations.
     num_samples : int
@@ -443,7 +443,7 @@ def bootstrap_indices(key: jax.Array, n: int, num_samples: int) -> jax.Array:
     Examples
     --------
     >>> import jax
-    >>> from bayescal.core import bootstrap_indices
+    >>> from bayescal._src.resampling import bootstrap_indices
     >>> idx = bootstrap_indices(jax.random.key(0), 5, 3)
     >>> idx.shape, bool(((idx >= 0) & (idx < 5)).all())
     ((3, 5), True)
@@ -466,7 +466,7 @@ def bayesian_bootstrap_weights(
 
     Parameters
     ----------
-    key : PRNG key
+    key : PRNG key or int seed
     n : int
         Number of observations.
     num_samples : int
@@ -482,7 +482,7 @@ def bayesian_bootstrap_weights(
     Examples
     --------
     >>> import jax
-    >>> from bayescal.core import bayesian_bootstrap_weights
+    >>> from bayescal._src.resampling import bayesian_bootstrap_weights
     >>> w = bayesian_bootstrap_weights(jax.random.key(0), 4, 2)
     >>> w.shape, [round(float(s), 5) for s in w.sum(axis=1)]
     ((2, 4), [1.0, 1.0])
@@ -499,11 +499,11 @@ def bayesian_bootstrap_weights(
 
 @_v.validated
 def null_pvalue(
+    key: Any,
     statistic: Callable[[Any], jax.Array],
     observed: ArrayLike,
     simulate: Callable[[jax.Array], Any],
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     batch_size: int | None = None,
 ) -> NullTestResult:
@@ -521,6 +521,8 @@ def null_pvalue(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     statistic : callable
         ``data -> Array``; large values are evidence against the null. Static under
         ``jit``: reuse the same function object to reuse the compilation.
@@ -530,7 +532,6 @@ def null_pvalue(
     simulate : callable
         ``key -> data``: one data set drawn under the null (of the observed size).
         Static under ``jit`` like ``statistic``.
-    key : PRNG key
     num_samples : int, default 1000
     batch_size : int, optional
         Simulations evaluated together by ``vmap`` (default: all).
@@ -550,7 +551,7 @@ def null_pvalue(
     >>> from bayescal.core import null_pvalue
     >>> stat = lambda x: jnp.abs(jnp.mean(x))
     >>> sim = lambda k: jax.random.normal(k, (25,))
-    >>> res = null_pvalue(stat, 1.0, sim, key=jax.random.key(0), num_samples=99)
+    >>> res = null_pvalue(jax.random.key(0), stat, 1.0, sim, num_samples=99)
     >>> round(float(res.pvalue), 4)  # a mean of 1.0 is 5 standard errors away
     0.01
     """

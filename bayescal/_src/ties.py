@@ -41,7 +41,7 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> from bayescal.core import argsort_last_axis
+    >>> from bayescal._src.ties import argsort_last_axis
     >>> argsort_last_axis(jnp.array([0.3, 0.1, 0.2])).tolist()
     [1, 2, 0]
     """
@@ -88,7 +88,7 @@ def pool_ties(x, y, weights=None) -> PooledTies:
 
     Examples
     --------
-    >>> from bayescal.core import pool_ties
+    >>> from bayescal._src.ties import pool_ties
     >>> pooled = pool_ties([0.3, 0.1, 0.3], [1.0, 0.0, 0.0])
     >>> pooled.thresholds.tolist(), pooled.mean.tolist(), pooled.weight.tolist()
     ([0.1, 0.3], [0.0, 0.5], [1.0, 2.0])
@@ -243,7 +243,7 @@ def isotonic_fit(x: jax.Array, y: jax.Array, w: jax.Array | None = None) -> Isot
     Examples
     --------
     >>> import jax.numpy as jnp
-    >>> from bayescal.core import isotonic_fit
+    >>> from bayescal._src.ties import isotonic_fit
     >>> fit = isotonic_fit(jnp.array([0.2, 0.1, 0.2, 0.3]), jnp.array([0.0, 1.0, 1.0, 0.0]))
     >>> int(fit.num_thresholds), fit.fitted.tolist()
     (3, [0.5, 0.5, 0.5, 0.5])

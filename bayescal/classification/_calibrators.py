@@ -29,7 +29,9 @@ from bayescal.classification._inputs import (
     resolve_bins,
 )
 from bayescal.classification._metrics import _curve
-from bayescal.core import bin_index, isotonic_regression, pool_ties
+from bayescal._src.binning import bin_index
+from bayescal._src.ties import pool_ties
+from bayescal.core import isotonic_regression
 
 __all__ = [
     "PlattCalibrator",

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
+from bayescal._src.options import KeyLike
+from bayescal._src.resampling import check_key
 from bayescal.classification._calibrators import _binary_fit
 
 __all__ = ["CrossCalibratedClassifier", "cross_calibrate"]
 
-STRATEGIES = ("per_fold", "pooled")
+ENSEMBLES = ("per_fold", "pooled")
 
 
 def _take(x: Any, idx: np.ndarray) -> Any:
@@ -57,13 +59,12 @@ def _call(fit_predict: Callable, x_train: Any, y_train: Any, x_eval: Any) -> np.
     return scores
 
 
-def _stratified_folds(y: np.ndarray, num_folds: int, seed: int) -> np.ndarray:
+def _stratified_folds(y: np.ndarray, num_folds: int, key: jax.Array) -> np.ndarray:
     """Fold id of every observation: each class shuffled and dealt round-robin."""
-    rng = np.random.default_rng(seed)
     fold = np.empty(y.shape[0], np.int64)
     start = 0
-    for label in (0, 1):
-        idx = rng.permutation(np.flatnonzero(y == label))
+    for label, k in zip((0, 1), jax.random.split(key), strict=True):
+        idx = np.asarray(jax.random.permutation(k, np.flatnonzero(y == label)))
         fold[idx] = (start + np.arange(idx.size)) % num_folds
         start += idx.size
     return fold
@@ -105,7 +106,7 @@ class CrossCalibratedClassifier:
         The user's ``fit_predict(X_train, y_train, X_eval) -> scores``.
     X, y
         The training data.
-    strategy : {"per_fold", "pooled"}
+    ensemble : {"per_fold", "pooled"}
     fold : ndarray of int, shape [N]
         Fold of every training observation.
     calibrators : tuple
@@ -120,7 +121,7 @@ class CrossCalibratedClassifier:
     fit_predict: Callable
     X: Any
     y: np.ndarray
-    strategy: str
+    ensemble: str
     fold: np.ndarray
     calibrators: tuple
     oof_scores: np.ndarray
@@ -134,7 +135,7 @@ class CrossCalibratedClassifier:
         is a pure fit-and-predict function. To avoid the refits, pass ``X_new`` to
         :func:`cross_calibrate` and read ``new_proba``.
         """
-        if self.strategy == "pooled":
+        if self.ensemble == "pooled":
             scores = _call(self.fit_predict, self.X, self.y, X_new)
             return self.calibrators[0](scores)
         probs = []
@@ -146,14 +147,14 @@ class CrossCalibratedClassifier:
 
 
 def cross_calibrate(
+    key: KeyLike | None,
     fit_predict: Callable[[Any, Any, Any], Any],
     X: Any,
     y: Any,
     *,
     method: str | Callable[[Any, Any], Any] = "isotonic",
-    strategy: str = "per_fold",
+    ensemble: Literal["per_fold", "pooled"] = "per_fold",
     num_folds: int = 5,
-    seed: int = 0,
     folds: Any = None,
     X_new: Any = None,
     **options: Any,
@@ -162,6 +163,9 @@ def cross_calibrate(
 
     Parameters
     ----------
+    key : PRNG key, int seed or None
+        Randomness of the stratified fold assignment (the first argument, as in
+        ``jax.random``). May be None only when ``folds`` is given.
     fit_predict : callable
         ``fit_predict(X_train, y_train, X_eval) -> scores``: trains the user's model
         on ``(X_train, y_train)`` and returns one score (a probability of class 1, or
@@ -174,15 +178,14 @@ def cross_calibrate(
     method : {"isotonic", "platt", "beta", "histogram"} or callable, default "isotonic"
         Calibrator: one of the binary ``fit_*`` functions, or any
         ``fit(y_true, scores) -> calibrator``.
-    strategy : {"per_fold", "pooled"}, default "per_fold"
-        See Notes.
+    ensemble : {"per_fold", "pooled"}, default "per_fold"
+        One calibrator per fold, averaged at prediction time, or one calibrator fitted
+        on the pooled out-of-fold scores. See Notes.
     num_folds : int, default 5
         Number of stratified folds (>= 2).
-    seed : int, default 0
-        Seed of the fold assignment (numpy ``default_rng``).
     folds : array_like of int, shape [N], optional
         Your own fold id (``0 .. K-1``) for every observation, instead of the
-        stratified random assignment (``num_folds`` and ``seed`` are then ignored).
+        stratified random assignment (``num_folds`` and ``key`` are then ignored).
     X_new : array_like, optional
         Data to predict right away, from the same ``fit_predict`` calls (no refits):
         the result's ``new_proba``.
@@ -237,7 +240,7 @@ def cross_calibrate(
     >>> def fit_predict(X_train, y_train, X_eval):  # an overconfident "model"
     ...     slope = 3.0 * np.sign(np.corrcoef(X_train[:, 0], y_train)[0, 1])
     ...     return 1 / (1 + np.exp(-slope * 2 * X_eval[:, 0]))
-    >>> res = cross_calibrate(fit_predict, X, y, method="platt", num_folds=4)
+    >>> res = cross_calibrate(0, fit_predict, X, y, method="platt", num_folds=4)
     >>> len(res.calibrators), res.predict_proba(X[:3]).shape
     (4, (3,))
     """
@@ -246,10 +249,10 @@ def cross_calibrate(
             f"fit_predict must be a callable fit_predict(X_train, y_train, X_eval); got "
             f"{type(fit_predict).__name__}."
         )
-    _v.check_choice(strategy, "strategy", STRATEGIES)
+    _v.check_choice(ensemble, "ensemble", ENSEMBLES)
     num_folds = _v.check_positive_int(num_folds, "num_folds", minimum=2)
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise TypeError(f"seed must be an int; got {seed!r}.")
+    if folds is None:
+        key = check_key(key)
     fit = _binary_fit(method, allow_callable=True)
     labels = np.asarray(y)
     if labels.ndim != 1:
@@ -269,7 +272,7 @@ def cross_calibrate(
                 f"held-out fold has both classes; got {counts[0]} of class 0 and "
                 f"{counts[1]} of class 1. Lower num_folds or add data."
             )
-        fold = _stratified_folds(labels, num_folds, int(seed))
+        fold = _stratified_folds(labels, num_folds, key)
     else:
         fold = _check_folds(folds, labels)
         num_folds = int(fold.max()) + 1
@@ -280,7 +283,7 @@ def cross_calibrate(
         test, train = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
         x_test = _take(X, test)
         x_eval = (
-            x_test if (X_new is None or strategy == "pooled") else _concat(x_test, X_new)
+            x_test if (X_new is None or ensemble == "pooled") else _concat(x_test, X_new)
         )
         scores = _call(fit_predict, _take(X, train), labels[train], x_eval)
         oof[test] = scores[: test.size]
@@ -288,7 +291,7 @@ def cross_calibrate(
     oof_scores = (
         oof.astype(scores.dtype) if np.issubdtype(scores.dtype, np.floating) else oof
     )
-    if strategy == "per_fold":
+    if ensemble == "per_fold":
         calibrators = tuple(
             fit(labels[fold == k], oof_scores[fold == k], **options)
             for k in range(num_folds)
@@ -307,5 +310,5 @@ def cross_calibrate(
     if n_new is not None and new_proba is not None and new_proba.shape != (n_new,):
         raise ValueError(f"expected {n_new} predictions for X_new; got {new_proba.shape}.")
     return CrossCalibratedClassifier(
-        fit_predict, X, labels, strategy, fold, calibrators, oof_scores, new_proba
+        fit_predict, X, labels, ensemble, fold, calibrators, oof_scores, new_proba
     )

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
-from bayescal.core import freedman_diaconis_edges
+from bayescal._src.binned import freedman_diaconis_edges
 
 STRATEGIES = ("uniform", "quantile")
 

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 from jax.scipy.special import xlog1py, xlogy
 
 from bayescal._src import validation as _v
+from bayescal._src.options import NORMS, KeyLike
+from bayescal._src.resampling import check_key
 from bayescal.classification._inputs import (
     Bins,
     binary_inputs,
@@ -17,16 +19,11 @@ from bayescal.classification._inputs import (
     observation_weights,
     resolve_bins,
 )
-from bayescal.core import (
-    CalibrationCurve,
-    bin_index,
-    bin_midpoints,
-    binned_means,
-    curve_error,
-    isotonic_fit,
-    quantile_edges,
-    uniform_edges,
-)
+from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
+from bayescal._src.binning import bin_index
+from bayescal._src.curve import CalibrationCurve
+from bayescal._src.ties import isotonic_fit
+from bayescal.core import curve_error
 
 __all__ = [
     "BrierDecomposition",
@@ -41,8 +38,7 @@ __all__ = [
     "prediction_sharpness",
 ]
 
-NORMS = ("l1", "l2", "max")
-RESAMPLE = ("bernoulli", "normal")
+DEBIAS_METHODS = ("bernoulli", "normal")
 
 
 # --------------------------------------------------------------------------- kernels
@@ -57,7 +53,7 @@ def _reliability_kernel(y, p, w, edges, *, num_bins: int, strategy: str):
     idx = bin_index(p, edges)
     mid = bin_midpoints(edges).astype(p.dtype)
     weight, (expected, observed) = binned_means(idx, num_bins, (p, y), w, fill=(mid, mid))
-    return CalibrationCurve(expected, observed, weight), edges
+    return CalibrationCurve(expected, observed, weight, edges=edges), edges
 
 
 def _curve(y, p, w, bins: Bins) -> tuple[CalibrationCurve, jax.Array]:
@@ -68,7 +64,7 @@ def _curve(y, p, w, bins: Bins) -> tuple[CalibrationCurve, jax.Array]:
 
 @functools.partial(
     jax.jit,
-    static_argnames=("num_bins", "strategy", "norm", "debias", "num_resamples", "resample"),
+    static_argnames=("num_bins", "strategy", "norm", "debias", "num_samples", "method"),
 )
 def _ece_kernel(
     y,
@@ -81,8 +77,8 @@ def _ece_kernel(
     strategy: str,
     norm: str,
     debias: bool,
-    num_resamples: int,
-    resample: str,
+    num_samples: int,
+    method: str,
 ):
     curve, _ = _reliability_kernel(y, p, w, edges, num_bins=num_bins, strategy=strategy)
     plugin = curve_error(curve, norm=norm)
@@ -100,9 +96,9 @@ def _ece_kernel(
         term = jnp.where(several, frac * ((ybar - pbar) ** 2 - variance), 0)
         return jnp.sqrt(jnp.maximum(jnp.sum(term), 0)).astype(dtype)
     # norm == "l1": ECE_db = 2 * plugin - mean over resampled bin label means.
-    shape = (num_resamples, num_bins)
+    shape = (num_samples, num_bins)
     safe = jnp.maximum(count, 1)
-    if resample == "bernoulli":
+    if method == "bernoulli":
         draws = jax.random.binomial(key, count, ybar, shape=shape, dtype=dtype) / safe
     else:
         sd = jnp.sqrt(ybar * (1 - ybar) / safe)
@@ -114,14 +110,16 @@ def _ece_kernel(
 class _ECEOptions(NamedTuple):
     norm: str
     debias: bool
-    num_resamples: int
-    resample: str
+    num_samples: int
+    method: str
 
 
-def _ece_options(norm: str, debias: bool, num_resamples: int, resample: str) -> _ECEOptions:
+def _ece_options(
+    norm: str, debias: bool, num_samples: int, method: str, key: Any
+) -> tuple[_ECEOptions, jax.Array | None]:
     """Validate the options shared by the binary and multiclass calibration errors."""
     _v.check_choice(norm, "norm", NORMS)
-    _v.check_choice(resample, "resample", RESAMPLE)
+    _v.check_choice(method, "method", DEBIAS_METHODS)
     if not isinstance(debias, bool):
         raise TypeError(f"debias must be a bool; got {debias!r}.")
     if debias and norm == "max":
@@ -129,18 +127,32 @@ def _ece_options(norm: str, debias: bool, num_resamples: int, resample: str) -> 
             "debias=True is defined for norm='l1' and norm='l2' only; got norm='max'. "
             "Use the plug-in MCE (debias=False) or another norm."
         )
-    num_resamples = _v.check_positive_int(num_resamples, "num_resamples")
-    return _ECEOptions(norm, debias, num_resamples, resample)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    random = debias and norm == "l1"
+    if random and key is None:
+        raise TypeError(
+            "debias=True with norm='l1' corrects the bias by resampling, which needs "
+            "randomness: pass key (a PRNG key or an int seed, e.g. key=0), or use "
+            "norm='l2', whose debiased estimate is exact."
+        )
+    if key is not None and not random:
+        raise TypeError(
+            "key is used only by debias=True with norm='l1' (the resampling "
+            f"correction); got a key with debias={debias}, norm={norm!r}. Drop the key."
+        )
+    return _ECEOptions(norm, debias, num_samples, method), (
+        check_key(key) if random else None
+    )
 
 
 def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
-    """The ECE kernel on resolved bins; ``key=None`` is the documented default key."""
+    """The ECE kernel on resolved bins (``key`` only for the resampled L1 debiasing)."""
     return _ece_kernel(
         y,
         p,
         w,
         bins.edges,
-        jax.random.key(0) if key is None else key,
+        key,
         num_bins=bins.num_bins,
         strategy=bins.strategy,
         **options._asdict(),
@@ -209,7 +221,7 @@ def reliability_curve(
     CalibrationCurve
         ``expected``: mean predicted probability per bin; ``observed``: fraction of
         positives per bin; ``weight``: count per bin (int32), or the summed weights.
-        All ``[K]``, empty bins included. With ``return_edges=True``, the tuple
+        All ``[K]``, empty bins included; ``edges``: the ``K + 1`` bin edges used. With ``return_edges=True``, the tuple
         ``(curve, edges)``.
 
     Notes
@@ -261,9 +273,9 @@ def expected_calibration_error(
     norm: str = "l1",
     debias: bool = False,
     weights: Any = None,
-    key: Any = None,
-    num_resamples: int = 1000,
-    resample: str = "bernoulli",
+    key: KeyLike | None = None,
+    num_samples: int = 1000,
+    method: Literal["bernoulli", "normal"] = "bernoulli",
 ) -> jax.Array:
     r"""Expected calibration error: the count-weighted gap of the reliability curve.
 
@@ -282,12 +294,12 @@ def expected_calibration_error(
         Kumar, Liang & Ma's debiased estimator (``"l1"`` and ``"l2"`` only).
     weights : array_like, shape [N], optional
         Observation weights (plug-in estimate only).
-    key : jax.random key, optional
-        Randomness of the ``"l1"`` debiasing; default ``jax.random.key(0)``, so the
-        result is deterministic.
-    num_resamples : int, default 1000
+    key : PRNG key or int seed, optional
+        Randomness of the ``"l1"`` debiasing, which resamples (required there; not
+        accepted otherwise, since every other estimate is deterministic).
+    num_samples : int, default 1000
         Resamples in the ``"l1"`` debiasing.
-    resample : {"bernoulli", "normal"}, default "bernoulli"
+    method : {"bernoulli", "normal"}, default "bernoulli"
         How the ``"l1"`` debiasing redraws the bin label means (see Notes).
 
     Returns
@@ -318,15 +330,15 @@ def expected_calibration_error(
     never larger than the plug-in ECE_2.
 
     ``debias=True, norm="l1"`` (Kumar et al. 2019, Sec. 5, bias correction by
-    resampling): with :math:`R` = ``num_resamples`` parametric redraws
+    resampling): with :math:`R` = ``num_samples`` parametric redraws
     :math:`\bar y_k^{(r)}` of the bin label means,
 
     .. math:: \widehat{\mathrm{ECE}}_1 = 2\,\mathrm{ECE}_1 - \frac{1}{R}\sum_{r}
               \sum_k \frac{n_k}{n} |\bar y_k^{(r)} - \bar p_k| .
 
-    ``resample="bernoulli"``: :math:`n_k \bar y_k^{(r)} \sim
+    ``method="bernoulli"``: :math:`n_k \bar y_k^{(r)} \sim
     \mathrm{Binomial}(n_k, \bar y_k)`, i.e. every label of bin :math:`k` redrawn as
-    Bernoulli(:math:`\bar y_k`). ``resample="normal"``: :math:`\bar y_k^{(r)} \sim
+    Bernoulli(:math:`\bar y_k`). ``method="normal"``: :math:`\bar y_k^{(r)} \sim
     \mathcal N(\bar y_k, \bar y_k(1-\bar y_k)/n_k)`, the normal approximation used in
     the authors' released code. The corrected value can be slightly negative. The
     correction is accurate when the bin gaps are large against their noise; at zero
@@ -350,7 +362,7 @@ def expected_calibration_error(
     0.2264
     """
     y, p = binary_inputs(y_true, y_prob)
-    options = _ece_options(norm, debias, num_resamples, resample)
+    options, key = _ece_options(norm, debias, num_samples, method, key)
     w = observation_weights(weights, p)
     if debias and w is not None:
         raise ValueError(

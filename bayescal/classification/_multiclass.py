@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
 
 from bayescal._src import validation as _v
+from bayescal._src.options import KeyLike
 from bayescal.classification._inputs import multiclass_inputs, resolve_bins
 from bayescal.classification._metrics import _ece, _ece_options
 
@@ -23,9 +24,9 @@ def top_label_calibration_error(
     strategy: str = "uniform",
     norm: str = "l1",
     debias: bool = False,
-    key: Any = None,
-    num_resamples: int = 1000,
-    resample: str = "bernoulli",
+    key: KeyLike | None = None,
+    num_samples: int = 1000,
+    method: Literal["bernoulli", "normal"] = "bernoulli",
 ) -> jax.Array:
     r"""Top-label calibration error: ECE of the confidence in the predicted class.
 
@@ -35,7 +36,7 @@ def top_label_calibration_error(
         Class labels in ``0 .. C-1``.
     probs : array_like, shape [N, C]
         Predicted class probabilities (rows sum to 1).
-    bins, strategy, norm, debias, key, num_resamples, resample
+    bins, strategy, norm, debias, key, num_samples, method
         As in :func:`expected_calibration_error`, applied to the pairs
         (correct?, confidence).
 
@@ -67,7 +68,7 @@ def top_label_calibration_error(
     0.0333
     """
     y, p = multiclass_inputs(y_true, probs)
-    options = _ece_options(norm, debias, num_resamples, resample)
+    options, key = _ece_options(norm, debias, num_samples, method, key)
     confidence = jnp.max(p, axis=1)
     correct = (jnp.argmax(p, axis=1) == y).astype(p.dtype)
     return _ece(
@@ -85,9 +86,9 @@ def marginal_calibration_error(
     norm: str = "l1",
     debias: bool = False,
     per_class: bool = False,
-    key: Any = None,
-    num_resamples: int = 1000,
-    resample: str = "bernoulli",
+    key: KeyLike | None = None,
+    num_samples: int = 1000,
+    method: Literal["bernoulli", "normal"] = "bernoulli",
 ) -> jax.Array:
     r"""Marginal (classwise) calibration error, averaged over classes.
 
@@ -97,7 +98,7 @@ def marginal_calibration_error(
         Class labels in ``0 .. C-1``.
     probs : array_like, shape [N, C]
         Predicted class probabilities (rows sum to 1).
-    bins, strategy, norm, debias, key, num_resamples, resample
+    bins, strategy, norm, debias, key, num_samples, method
         As in :func:`expected_calibration_error`, applied to every class's
         one-vs-rest pairs :math:`(1[y_i = k], p_{ik})`. ``bins="fd"`` picks the
         edges per class.
@@ -134,7 +135,7 @@ def marginal_calibration_error(
     0.3111
     """
     y, p = multiclass_inputs(y_true, probs)
-    options = _ece_options(norm, debias, num_resamples, resample)
+    options, key = _ece_options(norm, debias, num_samples, method, key)
     if not isinstance(per_class, bool):
         raise TypeError(f"per_class must be a bool; got {per_class!r}.")
     onehot = (y[:, None] == jnp.arange(p.shape[1])[None, :]).astype(p.dtype)

@@ -10,15 +10,14 @@ import jax
 import jax.numpy as jnp
 
 from bayescal._src import validation as _v
+from bayescal._src.options import KeyLike
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.resampling import check_key
 from bayescal.classification._inputs import binary_inputs, resolve_bins
 from bayescal.classification._metrics import _reliability_kernel
-from bayescal.core import (
-    binomial_acceptance_intervals,
-    bootstrap,
-    corp_consistency_band,
-    isotonic_fit,
-)
+from bayescal._src.bands import binomial_acceptance_intervals, corp_consistency_band
+from bayescal._src.ties import isotonic_fit
+from bayescal.core import bootstrap
 
 __all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]
 
@@ -68,8 +67,7 @@ def corp_curve(
     y_true: Any,
     y_prob: Any,
     *,
-    band: bool = True,
-    key: jax.Array | None = None,
+    key: KeyLike | None = None,
     level: float = 0.95,
     num_samples: int = 1000,
 ) -> CalibrationCurve:
@@ -78,7 +76,7 @@ def corp_curve(
     CORP (Dimitriadis, Gneiting & Jordan, 2021) replaces binning by isotonic
     regression of the labels on the forecasts (ties pooled): the curve is the step
     function through the distinct forecasts and their PAV-fitted frequencies, with no
-    tuning choice. ``band=True`` adds their consistency band: the pointwise
+    tuning choice. With a ``key``, the curve gets their consistency band: the pointwise
     ``level`` range of the PAV fit when the labels are resampled as
     :math:`y^* \sim \mathrm{Bernoulli}(p)`, i.e. what a calibrated model would show.
 
@@ -88,9 +86,9 @@ def corp_curve(
         Labels in {0, 1}.
     y_prob : array_like, shape [N]
         Forecast probabilities.
-    band : bool, default True
-    key : PRNG key, optional
-        For the resampling (default ``jax.random.key(0)``).
+    key : PRNG key or int seed, optional
+        Randomness of the consistency band. Without a key no band is computed
+        (``lower``/``upper`` are None): the curve itself is deterministic.
     level : float in (0, 1), default 0.95
     num_samples : int, default 1000
 
@@ -104,7 +102,7 @@ def corp_curve(
     Examples
     --------
     >>> from bayescal.classification import corp_curve
-    >>> c = corp_curve([0, 1, 0, 1], [0.2, 0.4, 0.6, 0.8], band=False)
+    >>> c = corp_curve([0, 1, 0, 1], [0.2, 0.4, 0.6, 0.8])
     >>> c.observed.tolist()
     [0.0, 0.5, 0.5, 1.0]
     """
@@ -113,10 +111,9 @@ def corp_curve(
     xs = p[order]
     fitted = isotonic_fit(p, y).fitted[order]
     curve = CalibrationCurve(xs, fitted, jnp.ones_like(xs))
-    if not band:
+    if key is None:
         return curve
-    key = jax.random.key(0) if key is None else key
-    b = corp_consistency_band(p, key=key, num_samples=num_samples, level=level)
+    b = corp_consistency_band(check_key(key), p, num_samples=num_samples, level=level)
     return curve._replace(lower=b.lower, upper=b.upper)
 
 
@@ -130,10 +127,10 @@ def _weighted_reliability(y, p, w, edges, *, num_bins):
 
 @_v.validated
 def bootstrap_reliability_curve(
+    key: KeyLike,
     y_true: Any,
     y_prob: Any,
     *,
-    key: jax.Array,
     bins: Any = 10,
     strategy: str = "uniform",
     level: float = 0.95,
@@ -151,6 +148,23 @@ def bootstrap_reliability_curve(
     repeats that frequency): with few points per bin, prefer the acceptance intervals
     or the CORP consistency band.
 
+    Parameters
+    ----------
+    key : PRNG key or int seed
+        Randomness of the replicates (the first argument, as in ``jax.random``).
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1.
+    y_prob : array_like, shape [N]
+        Predicted probabilities of class 1.
+    bins, strategy
+        As in :func:`reliability_curve`.
+    level : float in (0, 1), default 0.95
+        Coverage of the pointwise percentile bands.
+    num_samples : int, default 1000
+        Number of bootstrap replicates.
+    method : {"plain", "bayesian"}, default "plain"
+        Resample the observations, or reweight them with Dirichlet(1, ..., 1) weights.
+
     Returns
     -------
     CalibrationCurve
@@ -163,7 +177,7 @@ def bootstrap_reliability_curve(
     >>> from bayescal.classification import bootstrap_reliability_curve
     >>> p = jax.random.uniform(jax.random.key(1), (400,))
     >>> y = jax.random.bernoulli(jax.random.key(2), p).astype(int)
-    >>> c = bootstrap_reliability_curve(y, p, bins=4, key=jax.random.key(0), num_samples=200)
+    >>> c = bootstrap_reliability_curve(jax.random.key(0), y, p, bins=4, num_samples=200)
     >>> bool((c.lower <= c.observed).all() & (c.observed <= c.upper).all())
     True
     """
@@ -188,7 +202,5 @@ def bootstrap_reliability_curve(
 
         metric = weighted_metric
 
-    res = bootstrap(
-        metric, y, p, key=key, num_samples=num_samples, method=method, level=level
-    )
+    res = bootstrap(key, metric, y, p, num_samples=num_samples, method=method, level=level)
     return curve._replace(lower=res.lower, upper=res.upper)

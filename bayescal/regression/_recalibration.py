@@ -27,7 +27,7 @@ __all__ = [
 
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
-@pytree_dataclass(data=("raw", "calibrated"), eq=True)
+@pytree_dataclass(data=("raw", "calibrated"))
 class IsotonicRecalibrator:
     r"""Kuleshov's recalibration map of CDF levels, fitted on calibration PIT values.
 
@@ -119,7 +119,7 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
 
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
-@pytree_dataclass(data=("factor",), meta=("family", "df"), eq=True)
+@pytree_dataclass(data=("factor",), meta=("family", "df"))
 class SigmaScaling:
     r"""A fitted scale multiplier: calling it on ``scale`` returns ``factor * scale``.
 

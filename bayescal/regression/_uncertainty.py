@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.options import KeyLike
 from bayescal._src.bands import (
     MULTINOMIAL_PER_POINT,
     Band,
@@ -59,20 +60,16 @@ __all__ = [
 ]
 
 
-def _default_key(key: Any) -> jax.Array:
-    return jax.random.key(0) if key is None else check_key(key)
-
-
 # ------------------------------------------------------------------------ the band
 
 
 @_v.validated
 def pit_ecdf_band(
+    key: KeyLike,
     n: int,
     *,
     level: float = 0.95,
     num_points: int = 100,
-    key: jax.Array | None = None,
     num_samples: int = 1000,
     dtype: Any = None,
     batch_size: int | None = None,
@@ -97,15 +94,14 @@ def pit_ecdf_band(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the simulation (first, as in ``jax.random``).
     n : int
         Number of PIT values.
     level : float in (0, 1), default 0.95
         Simultaneous coverage.
     num_points : int >= 3, default 100
         Evaluation points, including 0 and 1 (where the band is exactly 0 and 1).
-    key : PRNG key, optional
-        Seed of the simulation; default ``jax.random.key(0)``, so the band is a fixed
-        function of its arguments.
     num_samples : int, default 1000
         Simulated ECDFs. The actual coverage has Monte Carlo standard error about
         :math:`\sqrt{\mathrm{level}(1-\mathrm{level}) / \mathrm{num\_samples}}`
@@ -137,7 +133,7 @@ def pit_ecdf_band(
     Examples
     --------
     >>> from bayescal.regression import pit_ecdf_band
-    >>> band = pit_ecdf_band(200, num_points=11, num_samples=200)
+    >>> band = pit_ecdf_band(jax.random.key(0), 200, num_points=11, num_samples=200)
     >>> band.x.shape, float(band.lower[0]), float(band.upper[-1])
     ((11,), 0.0, 1.0)
     >>> bool((band.lower <= band.x).all() and (band.x <= band.upper).all())
@@ -146,7 +142,7 @@ def pit_ecdf_band(
     n = _v.check_positive_int(n, "n")
     level = check_level(level)
     num_points = _v.check_positive_int(num_points, "num_points", minimum=3)
-    key = _default_key(key)
+    key = check_key(key)
     num_samples = _v.check_positive_int(num_samples, "num_samples")
     batch_size = check_batch_size(batch_size)
     dtype = jnp.zeros((), dtype=float).dtype if dtype is None else jnp.dtype(dtype)
@@ -227,9 +223,9 @@ def _check_bootstrap_options(key, num_samples, method, level):
 
 @_v.validated
 def bootstrap_calibration_curve(
+    key: KeyLike,
     pit: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     method: str = "plain",
     level: float = 0.95,
@@ -253,8 +249,9 @@ def bootstrap_calibration_curve(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     pit : array_like, shape [N]
-    key : PRNG key
     num_samples : int, default 1000
     method : {"plain", "bayesian"}
     level : float in (0, 1), default 0.95
@@ -273,7 +270,7 @@ def bootstrap_calibration_curve(
     >>> import jax, numpy as np
     >>> from bayescal.regression import bootstrap_calibration_curve
     >>> u = np.random.default_rng(1).uniform(size=150)
-    >>> c = bootstrap_calibration_curve(u, key=jax.random.key(0), num_levels=5)
+    >>> c = bootstrap_calibration_curve(jax.random.key(0), u, num_levels=5)
     >>> bool((c.lower <= c.observed).all() and (c.observed <= c.upper).all())
     True
     """
@@ -290,9 +287,9 @@ def bootstrap_calibration_curve(
 
 @_v.validated
 def bootstrap_calibration_error(
+    key: KeyLike,
     pit: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     method: str = "plain",
     level: float = 0.95,
@@ -311,8 +308,9 @@ def bootstrap_calibration_error(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     pit : array_like, shape [N]
-    key : PRNG key
     num_samples : int, default 1000
     method : {"plain", "bayesian"}
     level : float in (0, 1), default 0.95
@@ -337,7 +335,7 @@ def bootstrap_calibration_error(
     >>> import jax, numpy as np
     >>> from bayescal.regression import bootstrap_calibration_error
     >>> u = np.random.default_rng(1).beta(2.0, 2.0, 500)  # PIT bunched: too wide
-    >>> res = bootstrap_calibration_error(u, key=jax.random.key(0))
+    >>> res = bootstrap_calibration_error(jax.random.key(0), u)
     >>> bool(res.lower < res.estimate < res.upper), res.samples.shape
     (True, (1000,))
     """
@@ -412,10 +410,10 @@ def _check_test_options(key, num_samples, batch_size):
 
 @_v.validated
 def pit_null_test(
+    key: KeyLike,
     statistic: Callable[[jax.Array], jax.Array],
     pit: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     batch_size: int | None = None,
 ) -> NullTestResult:
@@ -428,11 +426,12 @@ def pit_null_test(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     statistic : callable
         ``pit -> scalar``, jittable; large values are evidence of miscalibration.
         Reuse the same function object to reuse the compilation.
     pit : array_like, shape [N]
-    key : PRNG key
     num_samples : int, default 1000
     batch_size : int, optional
 
@@ -446,7 +445,7 @@ def pit_null_test(
     >>> from bayescal.regression import pit_null_test
     >>> u = jnp.full(50, 0.5)  # every observation at the median: far too wide
     >>> stat = lambda p: jnp.abs(jnp.mean(jnp.abs(2 * p - 1)) - 0.5)
-    >>> res = pit_null_test(stat, u, key=jax.random.key(0), num_samples=99)
+    >>> res = pit_null_test(jax.random.key(0), stat, u, num_samples=99)
     >>> round(float(res.pvalue), 4)
     0.01
     """
@@ -458,10 +457,10 @@ def pit_null_test(
     if batch_size is None:
         batch_size = default_batch_size(n, num_samples)
     return null_pvalue(
+        key,
         statistic,
         statistic(u),
         _uniform_simulator(n, u.dtype.name),
-        key=key,
         num_samples=num_samples,
         batch_size=batch_size,
     )
@@ -469,9 +468,9 @@ def pit_null_test(
 
 @_v.validated
 def calibration_error_test(
+    key: KeyLike,
     pit: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     norm: str = "l1",
     num_levels: int = 100,
@@ -487,8 +486,9 @@ def calibration_error_test(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     pit : array_like, shape [N]
-    key : PRNG key
     num_samples : int, default 1000
     norm : {"l1", "l2", "max"}
     num_levels : int, default 100
@@ -505,7 +505,7 @@ def calibration_error_test(
     >>> import jax
     >>> from bayescal.regression import calibration_error_test
     >>> u = jax.random.uniform(jax.random.key(1), (400,))
-    >>> res = calibration_error_test(u, key=jax.random.key(0), num_samples=199)
+    >>> res = calibration_error_test(jax.random.key(0), u, num_samples=199)
     >>> bool(res.pvalue > 0.01)
     True
     """
@@ -520,10 +520,10 @@ def calibration_error_test(
         )
     observed = calibration_error(u, norm=norm, num_levels=num_levels, kind=kind)
     return null_pvalue(
+        key,
         _curve_statistic(num_levels, norm, u.dtype.name),
         observed,
         _null_curve_simulator(n, num_levels, u.dtype.name),
-        key=key,
         num_samples=num_samples,
         batch_size=batch_size,
     )
@@ -531,9 +531,9 @@ def calibration_error_test(
 
 @_v.validated
 def miscalibration_area_test(
+    key: KeyLike,
     pit: ArrayLike,
     *,
-    key: jax.Array,
     num_samples: int = 1000,
     num_levels: int | None = None,
     kind: str = "quantile",
@@ -548,8 +548,9 @@ def miscalibration_area_test(
 
     Parameters
     ----------
+    key : PRNG key or int seed
+        Randomness of the result (the first argument, as in ``jax.random``).
     pit : array_like, shape [N]
-    key : PRNG key
     num_samples : int, default 1000
     num_levels : int or None, default None
     kind : {"quantile", "interval"}
@@ -565,7 +566,7 @@ def miscalibration_area_test(
     >>> import jax, numpy as np
     >>> from bayescal.regression import miscalibration_area_test
     >>> u = np.random.default_rng(1).beta(3.0, 3.0, 300)  # PIT bunched: far too wide
-    >>> res = miscalibration_area_test(u, key=jax.random.key(0), num_samples=199)
+    >>> res = miscalibration_area_test(jax.random.key(0), u, num_samples=199)
     >>> round(float(res.pvalue), 4)
     0.005
     """
@@ -586,10 +587,10 @@ def miscalibration_area_test(
     if batch_size is None:
         batch_size = default_batch_size(per, num_samples)
     return null_pvalue(
+        key,
         statistic,
         observed,
         simulate,
-        key=key,
         num_samples=num_samples,
         batch_size=batch_size,
     )
