@@ -26,13 +26,21 @@ __all__ = [
 def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0):
     """``num_bins + 1`` equally spaced edges from ``low`` to ``high`` (a JAX array).
 
+    Edge ``k`` is ``(low (K - k) + high k) / K`` with one rounding, so on [0, 1] it is
+    ``k / K`` correctly rounded in ``dtype``: a probability that is the nearest float
+    to ``k / K`` (e.g. 0.3 for ``K = 10``) sits exactly on the edge and lands in bin
+    ``k``, identically in float32 and float64 (``jnp.linspace`` rounds some edges up
+    and put such values in the bin below).
+
     Examples
     --------
     >>> from bayescal._src.binned import uniform_edges
     >>> uniform_edges(4).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    return jnp.linspace(low, high, num_bins + 1, dtype=dtype)
+    dtype = jnp.zeros((), dtype=float).dtype if dtype is None else dtype
+    k = jnp.arange(num_bins + 1, dtype=dtype)
+    return (low * (num_bins - k) + high * k) / jnp.asarray(num_bins, dtype)
 
 
 def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:

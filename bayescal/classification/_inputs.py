@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
+from bayescal._src.reduce import check_weights
 from bayescal._src.binned import freedman_diaconis_edges
 
 STRATEGIES = ("uniform", "quantile")
@@ -42,13 +43,10 @@ def binary_inputs(
 
 def observation_weights(weights: Any, like: jax.Array) -> jax.Array | None:
     """Optional nonnegative weights, one per observation, in ``like``'s dtype."""
-    if weights is None:
-        return None
-    w = _v.as_float_array(weights, "weights").astype(like.dtype)
-    _v.check_same_shape(y_prob=like, weights=w)
-    _v.check_nonnegative(w, "weights")
-    _v.check_any_positive(w, "weights")
-    return w
+    if weights is not None and like.ndim == 1:
+        w = _v.as_float_array(weights, "weights")
+        _v.check_same_shape(y_prob=like, weights=w)
+    return check_weights(weights, like.shape[0], like.dtype)
 
 
 class Bins(NamedTuple):

@@ -7,10 +7,12 @@ from typing import Any, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 from jax.scipy.special import xlog1py, xlogy
 
 from bayescal._src import validation as _v
-from bayescal._src.options import NORMS, KeyLike
+from bayescal._src.options import NORMS, KeyLike, Reduction
+from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
 from bayescal.classification._inputs import (
     Bins,
@@ -388,31 +390,30 @@ def _prob_or_logits(
     return y, p, False
 
 
-def _weighted_mean(x: jax.Array, w: jax.Array | None) -> jax.Array:
-    if w is None:
-        return jnp.mean(x)
-    return jnp.sum(w * x) / jnp.sum(w)
-
-
-@functools.partial(jax.jit, static_argnames=("is_logit",))
-def _brier_kernel(y, x, w, *, is_logit: bool):
+@functools.partial(jax.jit, static_argnames=("is_logit", "reduction"))
+def _brier_kernel(y, x, w, *, is_logit: bool, reduction: str):
     p = jax.nn.sigmoid(x) if is_logit else x
-    return _weighted_mean((p - y) ** 2, w)
+    return reduce_scores((p - y) ** 2, w, reduction)
 
 
-@functools.partial(jax.jit, static_argnames=("is_logit", "eps"))
-def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None):
+@functools.partial(jax.jit, static_argnames=("is_logit", "eps", "reduction"))
+def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: str):
     if is_logit:
         loss = y * jax.nn.softplus(-x) + (1 - y) * jax.nn.softplus(x)
     else:
-        p = x if eps is None else jnp.clip(x, eps, 1 - eps)
+        p = x if eps is None else clip_unit(x, eps)
         loss = -(xlogy(y, p) + xlog1py(1 - y, -p))
-    return _weighted_mean(loss, w)
+    return reduce_scores(loss, w, reduction)
 
 
 @_v.validated
 def brier_score(
-    y_true: Any, y_prob: Any = None, *, logits: Any = None, weights: Any = None
+    y_true: ArrayLike,
+    y_prob: ArrayLike | None = None,
+    *,
+    logits: ArrayLike | None = None,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Brier score: mean squared difference between probability and outcome.
 
@@ -425,13 +426,21 @@ def brier_score(
     logits : array_like, shape [N], optional
         Log-odds instead of ``y_prob`` (exactly one of the two).
     weights : array_like, shape [N], optional
-        Nonnegative observation weights.
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
+    reduction : {"mean", "sum", "none"}, default "mean"
+        Average over observations, sum, or return per-observation scores.
 
     Returns
     -------
-    Array, scalar
+    Array
         :math:`\frac1n \sum_i (p_i - y_i)^2` (weighted mean with weights), in the
-        input's dtype. Equals ``sklearn.metrics.brier_score_loss``.
+        input's dtype; ``[N]`` with ``reduction="none"``. Equals
+        ``sklearn.metrics.brier_score_loss``.
+
+    See Also
+    --------
+    brier_decomposition : Its exact CORP decomposition.
+    bayescal.regression.crps_normal : The CRPS, which generalises the Brier score.
 
     References
     ----------
@@ -444,18 +453,21 @@ def brier_score(
     >>> round(float(brier_score([0, 1], [0.2, 0.6])), 4)
     0.1
     """
+    check_reduction(reduction)
     y, x, is_logit = _prob_or_logits(y_true, y_prob, logits)
-    return _brier_kernel(y, x, observation_weights(weights, x), is_logit=is_logit)
+    w = observation_weights(weights, x)
+    return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
 @_v.validated
 def log_loss(
-    y_true: Any,
-    y_prob: Any = None,
+    y_true: ArrayLike,
+    y_prob: ArrayLike | None = None,
     *,
-    logits: Any = None,
+    logits: ArrayLike | None = None,
     eps: float | None = None,
-    weights: Any = None,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Logarithmic loss (negative mean log-likelihood) of binary predictions.
 
@@ -469,15 +481,22 @@ def log_loss(
         Log-odds instead of ``y_prob`` (exactly one of the two); computed with
         log-sigmoid, accurate for any finite logit.
     eps : float in (0, 0.5), optional
-        Clip probabilities to ``[eps, 1 - eps]`` first. Off by default: nothing is
-        clipped unless you ask.
+        Clip probabilities to ``[eps, 1 - eps]`` first (in the input's dtype; where
+        ``1 - eps`` rounds to 1, the largest float below 1). Off by default: nothing
+        is clipped unless you ask.
     weights : array_like, shape [N], optional
-        Nonnegative observation weights.
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
+    reduction : {"mean", "sum", "none"}, default "mean"
+        Average over observations, sum, or return per-observation scores.
 
     Returns
     -------
-    Array, scalar
-        In the input's dtype. ``inf`` when a probability of exactly 0 was given to an
+    Array
+        Scalar (``[N]`` with ``reduction="none"``), in the input's dtype.
+
+    See Also
+    --------
+    bayescal.regression.nll_normal : The logarithmic score of Normal predictives. ``inf`` when a probability of exactly 0 was given to an
         observed 1 (or 1 to an observed 0).
 
     Notes
@@ -508,8 +527,9 @@ def log_loss(
     y, x, is_logit = _prob_or_logits(y_true, y_prob, logits)
     if is_logit and eps is not None:
         raise ValueError("eps applies to probabilities; with logits= leave it None.")
+    check_reduction(reduction)
     w = observation_weights(weights, x)
-    return _log_loss_kernel(y, x, w, is_logit=is_logit, eps=eps)
+    return _log_loss_kernel(y, x, w, is_logit=is_logit, eps=eps, reduction=reduction)
 
 
 # --------------------------------------------------------------------------- decompositions

@@ -11,23 +11,14 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.options import Reduction
+from bayescal._src.reduce import check_reduction, check_weights, reduce_scores
 from bayescal._src.sorting import sort_last_axis
 
 __all__ = ["crps_normal", "crps_draws", "nll_normal", "interval_score", "pinball_loss"]
 
-REDUCTIONS = ("mean", "sum", "none")
-
-
-def _reduce(x: jax.Array, reduction: str) -> jax.Array:
-    if reduction == "mean":
-        return jnp.mean(x, axis=-1)
-    if reduction == "sum":
-        return jnp.sum(x, axis=-1)
-    return x
-
-
 def _prep(y_true, reduction, **params):
-    _v.check_choice(reduction, "reduction", REDUCTIONS)
+    check_reduction(reduction)
     y = _v.as_float_array(y_true, "y_true")
     _v.check_nonempty(y, "y_true")
     arrays = {k: _v.as_float_array(p, k) for k, p in params.items()}
@@ -41,17 +32,34 @@ def _prep(y_true, reduction, **params):
     return y, arrays
 
 
+def _weights(weights: ArrayLike | None, y: jax.Array) -> jax.Array | None:
+    """Per-observation weights for 1-D ``y`` (scores over a broadcast shape need [N])."""
+    if weights is None:
+        return None
+    if y.ndim != 1:
+        raise ValueError(
+            f"weights need 1-D y_true (one weight per observation); got y_true of shape "
+            f"{tuple(y.shape)}."
+        )
+    return check_weights(weights, y.shape[0], y.dtype)
+
+
 @functools.partial(jax.jit, static_argnames="reduction")
-def _crps_normal_kernel(y, loc, scale, reduction):
+def _crps_normal_kernel(y, loc, scale, w, reduction):
     z = (y - loc) / scale
     pdf = jnp.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
     crps = scale * (z * (2 * ndtr(z) - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
-    return _reduce(crps, reduction)
+    return reduce_scores(crps, w, reduction)
 
 
 @_v.validated
 def crps_normal(
-    y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike, *, reduction: str = "mean"
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike,
+    *,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Continuous ranked probability score of Normal predictives (closed form).
 
@@ -62,9 +70,24 @@ def crps_normal(
 
     Parameters
     ----------
-    y_true, loc, scale : array_like, shape [N]
+    y_true : array_like, shape [N]
+        Observed values.
+    loc, scale : array_like, shape [N] or broadcastable
+        Mean and standard deviation (> 0) of the Normal predictives.
+    weights : array_like, shape [N], optional
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
     reduction : {"mean", "sum", "none"}
         Average over observations (default), sum, or return per-observation scores.
+
+    Returns
+    -------
+    Array
+        Scalar, or ``[N]`` with ``reduction="none"``.
+
+    See Also
+    --------
+    crps_draws : The same score from predictive draws.
+    nll_normal : The logarithmic score of the same predictives.
 
     Examples
     --------
@@ -74,11 +97,12 @@ def crps_normal(
     """
     y, a = _prep(y_true, reduction, loc=loc, scale=scale)
     _v.check_positive(a["scale"], "scale")
-    return _crps_normal_kernel(y, a["loc"], a["scale"], reduction)
+    w = _weights(weights, y)
+    return _crps_normal_kernel(y, a["loc"], a["scale"], w, reduction)
 
 
 @functools.partial(jax.jit, static_argnames=("reduction", "fair"))
-def _crps_draws_kernel(y, draws, reduction, fair):
+def _crps_draws_kernel(y, draws, w, reduction, fair):
     s = draws.shape[0]
     term1 = jnp.mean(jnp.abs(draws - y), axis=0)
     # E|X - X'| from order statistics: (2 / S^2) sum_i (2i - S - 1) x_(i), i = 1..S
@@ -86,13 +110,18 @@ def _crps_draws_kernel(y, draws, reduction, fair):
     i = jnp.arange(1, s + 1, dtype=draws.dtype)
     pair = 2.0 * jnp.sum((2 * i - s - 1) * xs, axis=-1) / (s * s)
     if fair:
-        pair = pair * s / jnp.maximum(s - 1, 1)
-    return _reduce(term1 - 0.5 * pair, reduction)
+        pair = pair * s / (s - 1)  # s >= 2, checked by crps_draws
+    return reduce_scores(term1 - 0.5 * pair, w, reduction)
 
 
 @_v.validated
 def crps_draws(
-    y_true: ArrayLike, draws: ArrayLike, *, fair: bool = False, reduction: str = "mean"
+    y_true: ArrayLike,
+    draws: ArrayLike,
+    *,
+    fair: bool = False,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""CRPS of the empirical distribution of predictive draws.
 
@@ -105,9 +134,25 @@ def crps_draws(
     Parameters
     ----------
     y_true : array_like, shape [N]
+        Observed values.
     draws : array_like, shape [S, N]
+        Predictive draws, draw axis first (at least 2 with ``fair=True``).
     fair : bool, default False
+        The unbiased ("fair") estimator instead of the CRPS of the empirical
+        distribution.
+    weights : array_like, shape [N], optional
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
     reduction : {"mean", "sum", "none"}
+        Average over observations (default), sum, or return per-observation scores.
+
+    Returns
+    -------
+    Array
+        Scalar, or ``[N]`` with ``reduction="none"``.
+
+    See Also
+    --------
+    crps_normal : The closed form for Normal predictives.
 
     Examples
     --------
@@ -116,7 +161,7 @@ def crps_draws(
     >>> float(crps_draws(jnp.array([0.0]), jnp.array([[-1.0], [1.0]])))
     0.5
     """
-    _v.check_choice(reduction, "reduction", REDUCTIONS)
+    check_reduction(reduction)
     y = _v.as_float_array(y_true, "y_true")
     d = _v.as_float_array(draws, "draws")
     _v.check_ndim(y, "y_true", 1)
@@ -131,23 +176,56 @@ def crps_draws(
     y, d = y.astype(dtype), d.astype(dtype)
     _v.check_finite(y, "y_true")
     _v.check_finite(d, "draws")
-    return _crps_draws_kernel(y, d, reduction, bool(fair))
+    fair = _v.check_bool(fair, "fair")
+    if fair and d.shape[0] < 2:
+        raise ValueError(
+            f"fair=True needs at least 2 draws per observation (it divides the pair term by "
+            f"S(S - 1)); got draws of shape {tuple(d.shape)}. Pass more draws or fair=False."
+        )
+    w = check_weights(weights, y.shape[0], y.dtype)
+    return _crps_draws_kernel(y, d, w, reduction, fair)
 
 
 @functools.partial(jax.jit, static_argnames="reduction")
-def _nll_normal_kernel(y, loc, scale, reduction):
+def _nll_normal_kernel(y, loc, scale, w, reduction):
     z = (y - loc) / scale
     nll = 0.5 * z * z + jnp.log(scale) + 0.5 * math.log(2 * math.pi)
-    return _reduce(nll, reduction)
+    return reduce_scores(nll, w, reduction)
 
 
 @_v.validated
 def nll_normal(
-    y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike, *, reduction: str = "mean"
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike,
+    *,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Negative log-likelihood of Normal predictives.
 
     :math:`\tfrac12 \log(2\pi\sigma^2) + (y - \mu)^2 / (2\sigma^2)`.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Observed values.
+    loc, scale : array_like, shape [N] or broadcastable
+        Mean and standard deviation (> 0) of the Normal predictives.
+    weights : array_like, shape [N], optional
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
+    reduction : {"mean", "sum", "none"}
+        Average over observations (default), sum, or return per-observation scores.
+
+    Returns
+    -------
+    Array
+        Scalar, or ``[N]`` with ``reduction="none"``.
+
+    See Also
+    --------
+    crps_normal : The continuous ranked probability score of the same predictives.
+    bayescal.classification.log_loss : The logarithmic score of binary predictions.
 
     Examples
     --------
@@ -157,15 +235,16 @@ def nll_normal(
     """
     y, a = _prep(y_true, reduction, loc=loc, scale=scale)
     _v.check_positive(a["scale"], "scale")
-    return _nll_normal_kernel(y, a["loc"], a["scale"], reduction)
+    w = _weights(weights, y)
+    return _nll_normal_kernel(y, a["loc"], a["scale"], w, reduction)
 
 
 @functools.partial(jax.jit, static_argnames="reduction")
-def _interval_score_kernel(y, lower, upper, alpha, reduction):
+def _interval_score_kernel(y, lower, upper, alpha, w, reduction):
     below = jnp.maximum(lower - y, 0)
     above = jnp.maximum(y - upper, 0)
     score = (upper - lower) + (2 / alpha) * (below + above)
-    return _reduce(score, reduction)
+    return reduce_scores(score, w, reduction)
 
 
 @_v.validated
@@ -175,7 +254,8 @@ def interval_score(
     upper: ArrayLike,
     *,
     alpha: float,
-    reduction: str = "mean",
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Interval score of central ``(1 - alpha)`` prediction intervals.
 
@@ -186,10 +266,21 @@ def interval_score(
 
     Parameters
     ----------
-    y_true, lower, upper : array_like, shape [N]
+    y_true : array_like, shape [N]
+        Observed values.
+    lower, upper : array_like, shape [N]
+        Interval ends, ``lower <= upper``.
     alpha : float in (0, 1)
         Miscoverage of the interval: a 90% interval has ``alpha=0.1``.
+    weights : array_like, shape [N], optional
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
     reduction : {"mean", "sum", "none"}
+        Average over observations (default), sum, or return per-observation scores.
+
+    Returns
+    -------
+    Array
+        Scalar, or ``[N]`` with ``reduction="none"``.
 
     Examples
     --------
@@ -206,20 +297,25 @@ def interval_score(
     _v.check_less_equal(
         lo, up, "lower", "must be <= upper for every observation; some intervals are reversed"
     )
-    return _interval_score_kernel(y, lo, up, alpha, reduction)
+    return _interval_score_kernel(y, lo, up, alpha, _weights(weights, y), reduction)
 
 
 @functools.partial(jax.jit, static_argnames="reduction")
-def _pinball_kernel(y, q, levels, reduction):
+def _pinball_kernel(y, q, levels, w, reduction):
     diff = y[None, :] - q
     tau = levels[:, None]
     loss = jnp.maximum(tau * diff, (tau - 1) * diff)  # [L, N]
-    return _reduce(loss, reduction)
+    return reduce_scores(loss, w, reduction)
 
 
 @_v.validated
 def pinball_loss(
-    y_true: ArrayLike, quantiles: ArrayLike, levels: ArrayLike, *, reduction: str = "mean"
+    y_true: ArrayLike,
+    quantiles: ArrayLike,
+    levels: ArrayLike,
+    *,
+    weights: ArrayLike | None = None,
+    reduction: Reduction = "mean",
 ) -> jax.Array:
     r"""Pinball (quantile) loss of predicted quantiles, one value per level.
 
@@ -229,10 +325,20 @@ def pinball_loss(
     Parameters
     ----------
     y_true : array_like, shape [N]
+        Observed values.
     quantiles : array_like, shape [L, N] (or [N] with a single level)
+        Predicted quantiles, level axis first.
     levels : array_like, shape [L] (or scalar)
+        Their levels in [0, 1], nondecreasing.
+    weights : array_like, shape [N], optional
+        Nonnegative observation weights of the mean or sum (not of ``"none"``).
     reduction : {"mean", "sum", "none"}
         Over observations: returns ``[L]`` (``[L, N]`` for ``"none"``).
+
+    Returns
+    -------
+    Array
+        ``[L]``, or ``[L, N]`` with ``reduction="none"``.
 
     Examples
     --------
@@ -240,7 +346,7 @@ def pinball_loss(
     >>> pinball_loss([1.0, 2.0], [[0.0, 3.0]], [0.9]).tolist()
     [0.5]
     """
-    _v.check_choice(reduction, "reduction", REDUCTIONS)
+    check_reduction(reduction)
     y = _v.as_float_array(y_true, "y_true")
     q = _v.as_float_array(quantiles, "quantiles")
     lv = _v.as_float_array(levels, "levels")
@@ -260,4 +366,4 @@ def pinball_loss(
     y, q, lv = y.astype(dtype), q.astype(dtype), lv.astype(dtype)
     _v.check_finite(y, "y_true")
     _v.check_finite(q, "quantiles")
-    return _pinball_kernel(y, q, lv, reduction)
+    return _pinball_kernel(y, q, lv, check_weights(weights, y.shape[0], y.dtype), reduction)

@@ -1,0 +1,58 @@
+"""Per-observation scores to one number: the ``weights`` / ``reduction`` pair of both branches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from bayescal._src import validation as _v
+from bayescal._src.options import REDUCTIONS
+
+__all__ = ["check_reduction", "check_weights", "reduce_scores", "clip_unit"]
+
+
+def check_reduction(reduction: Any) -> str:
+    return _v.check_choice(reduction, "reduction", REDUCTIONS)
+
+
+def check_weights(weights: Any, n: int, dtype: Any) -> jax.Array | None:
+    """Optional nonnegative weights, one per observation (``[n]``), not all 0."""
+    if weights is None:
+        return None
+    w = _v.as_float_array(weights, "weights").astype(dtype)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(
+            f"weights has shape {tuple(w.shape)}; pass one nonnegative weight per "
+            f"observation, shape ({n},)."
+        )
+    _v.check_nonnegative(w, "weights")
+    _v.check_any_positive(w, "weights")
+    return w
+
+
+def reduce_scores(x: jax.Array, w: jax.Array | None, reduction: str) -> jax.Array:
+    """Combine scores over the last (observation) axis.
+
+    ``"mean"``: the (weighted) mean; ``"sum"``: the (weighted) sum; ``"none"``: the
+    per-observation scores, unweighted.
+    """
+    if reduction == "none":
+        return x
+    if w is None:
+        return jnp.mean(x, axis=-1) if reduction == "mean" else jnp.sum(x, axis=-1)
+    total = jnp.sum(w * x, axis=-1)
+    return total / jnp.sum(w) if reduction == "mean" else total
+
+
+def clip_unit(p: jax.Array, eps: float) -> jax.Array:
+    """Clip probabilities to ``[eps, 1 - eps]`` in ``p``'s dtype.
+
+    ``1 - eps`` is taken as the largest float of the dtype below 1 when it rounds to 1
+    (e.g. ``eps = 2.2e-16`` in float32), so ``log(1 - p)`` stays finite.
+    """
+    one = jnp.asarray(1, p.dtype)
+    hi = jnp.minimum(jnp.asarray(1 - eps, p.dtype), jnp.nextafter(one, jnp.zeros_like(one)))
+    lo = jnp.maximum(jnp.asarray(eps, p.dtype), jnp.finfo(p.dtype).tiny)
+    return jnp.clip(p, lo, hi)
