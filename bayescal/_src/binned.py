@@ -39,8 +39,11 @@ def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
     dtype = jnp.zeros((), dtype=float).dtype if dtype is None else dtype
-    k = jnp.arange(num_bins + 1, dtype=dtype)
-    return (low * (num_bins - k) + high * k) / jnp.asarray(num_bins, dtype)
+    # On the host with numpy: IEEE division, correctly rounded (XLA may multiply by a
+    # rounded reciprocal instead). num_bins is static, so these are constants under jit.
+    k = np.arange(num_bins + 1, dtype=np.float64)
+    edges = (low * (num_bins - k) + high * k) / num_bins
+    return jnp.asarray(edges.astype(np.dtype(dtype)))
 
 
 def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
