@@ -19,8 +19,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.special
-import scipy.stats
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
@@ -66,7 +64,9 @@ class Band(NamedTuple):
 
 def _host_binom_ppf(q: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
     q, n, p = (np.asarray(a, dtype=np.float64) for a in (q, n, p))
-    return scipy.stats.binom.ppf(q, n, p)
+    from scipy.stats import binom  # lazily: scipy.stats costs ~0.5 s to import
+
+    return binom.ppf(q, n, p)
 
 
 def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
@@ -368,6 +368,8 @@ def simulate_ecdf_counts(key: jax.Array, n: int, num_points: int, dtype: Any) ->
 def _host_tails(k: np.ndarray, n: np.int64, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``P(X <= k)`` and ``P(X >= k)`` for ``X ~ Bin(n, z)`` (float64, scipy's cephes)."""
     k = np.asarray(k, dtype=np.float64)
+    import scipy.special
+
     cdf = np.where(k < 0, 0.0, scipy.special.bdtr(np.maximum(k, 0), n, z))
     sf = np.where(k <= 0, 1.0, scipy.special.bdtrc(np.maximum(k - 1, 0), n, z))
     return np.where(k >= n, 1.0, cdf), np.where(k > n, 0.0, sf)
@@ -394,8 +396,10 @@ def _host_band_counts(counts, z, level, n):
     cut = t[rank - 1]
     smaller = t[t < cut]
     q = np.sqrt(cut * smaller[-1]) if smaller.size and smaller[-1] > 0 else cut / 2
-    lo = np.clip(scipy.stats.binom.ppf(q, n, z), 0, n)
-    hi = np.clip(scipy.stats.binom.isf(q, n, z), 0, n)
+    from scipy.stats import binom
+
+    lo = np.clip(binom.ppf(q, n, z), 0, n)
+    hi = np.clip(binom.isf(q, n, z), 0, n)
     for _ in range(8):  # a step or two fixes any disagreement between the algorithms
         lo = lo + (_host_tails(lo, n, z)[0] < q)
         lo = lo - ((lo > 0) & (_host_tails(lo - 1, n, z)[0] >= q))

@@ -35,7 +35,7 @@ __all__ = [
     "default_batch_size",
 ]
 
-from bayescal._src.options import BOOTSTRAP_METHODS as METHODS  # noqa: E402
+from bayescal._src.options import BOOTSTRAP_METHODS as METHODS  # noqa: E402, BootstrapMethod
 
 # Elements per array per vmapped batch of replicates: big enough to amortise the loop,
 # small enough to stay in cache (1000 x 1e5 int32 indices at once would be 400 MB).
@@ -319,7 +319,7 @@ def bootstrap(
     metric: Callable[..., Any],
     *arrays: ArrayLike,
     num_samples: int = 1000,
-    method: str = "plain",
+    method: BootstrapMethod = "plain",
     level: float = 0.95,
     batch_size: int | None = None,
 ) -> BootstrapResult:

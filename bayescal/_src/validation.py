@@ -152,7 +152,89 @@ def _poison(out: Any, ok: jax.Array) -> Any:
     return jax.tree_util.tree_map(leaf, out)
 
 
-def validated(fn: _F) -> _F:
+class _FusedPending(list):
+    """The pending checks of a public call being traced whole by its fused eager path."""
+
+
+def _run_checked(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    outer = _PENDING.get()
+    pending: list[_Check] = []
+    token: Any = _PENDING.set(pending)
+    try:
+        out = fn(*args, **kwargs)
+    except Exception as err:
+        _PENDING.reset(token)
+        token = None
+        # A value error recorded before the failure explains it better than the
+        # failure itself (e.g. a NaN that later broke a host computation).
+        if pending:
+            try:
+                _evaluate(pending)
+            except ValueError as bad:
+                raise bad from err
+        raise
+    finally:
+        if token is not None:
+            _PENDING.reset(token)
+    if isinstance(outer, _FusedPending) or (
+        outer is not None and all(is_concrete(a) for c in pending for a in c.arrays)
+    ):
+        outer.extend(pending)  # checked in the enclosing public function's pass
+        return out
+    # Traced inputs (possibly of a transformation inside the enclosing function):
+    # fold the checks into this call's own result so that no tracer escapes.
+    ok = _evaluate(pending)
+    return out if ok is None else _poison(out, ok)
+
+
+def _fused_body(fn: Callable[..., Any], dyn: tuple, static: tuple, layout: tuple) -> Any:
+    args, kwargs = _merge(dyn, static, layout)
+    pending = _FusedPending()
+    token = _PENDING.set(pending)
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        _PENDING.reset(token)
+    ok = jnp.all(_flags(pending)) if pending else jnp.asarray(True)
+    return out, ok
+
+
+_fused_jit = jax.jit(_fused_body, static_argnums=(0, 2, 3))
+
+
+def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
+    """Array arguments (traced) apart from the rest (static; None if unhashable)."""
+    dyn, static, layout = [], [], []
+    for key, value in [(i, a) for i, a in enumerate(args)] + sorted(kwargs.items()):
+        if isinstance(value, jax.Array | np.ndarray) and not isinstance(value, jax.core.Tracer):
+            if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
+                return None  # the ordinary path gives the dtype error
+            dyn.append(value)
+            layout.append((key, True))
+        else:
+            try:
+                hash(value)
+            except TypeError:
+                return None
+            static.append(value)
+            layout.append((key, False))
+    return tuple(dyn), tuple(static), tuple(layout)
+
+
+def _merge(dyn: tuple, static: tuple, layout: tuple) -> tuple[list, dict]:
+    it_dyn, it_static = iter(dyn), iter(static)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for key, is_dyn in layout:
+        value = next(it_dyn) if is_dyn else next(it_static)
+        if isinstance(key, int):
+            args.append(value)
+        else:
+            kwargs[key] = value
+    return args, kwargs
+
+
+def validated(fn: _F | None = None, *, fuse: bool = False) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
     Value checks recorded while ``fn`` runs (by the ``check_*`` helpers below) are
@@ -161,38 +243,31 @@ def validated(fn: _F) -> _F:
     traced, folded into the result (floating leaves become NaN when a check fails).
     A nested validated call on concrete arrays adds its checks to the enclosing call's
     pass; on traced arrays it folds them into its own result.
+
+    ``fuse=True`` (for functions whose work is one kernel on array arguments): an eager
+    call with array arguments runs the whole function, checks included, as ONE
+    compiled computation (cached per static options), so the checks cost no extra pass
+    over the data; only when a flag fails is it run again unfused, to raise the
+    detailed error.
     """
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        outer = _PENDING.get()
-        pending: list[_Check] = []
-        token = _PENDING.set(pending)
-        try:
-            out = fn(*args, **kwargs)
-        except Exception as err:
-            _PENDING.reset(token)
-            token = None
-            # A value error recorded before the failure explains it better than the
-            # failure itself (e.g. a NaN that later broke a host computation).
-            if pending:
-                try:
-                    _evaluate(pending)
-                except ValueError as bad:
-                    raise bad from err
-            raise
-        finally:
-            if token is not None:
-                _PENDING.reset(token)
-        if outer is not None and all(is_concrete(a) for c in pending for a in c.arrays):
-            outer.extend(pending)  # fused into the enclosing public function's pass
-            return out
-        # Traced inputs (possibly of a transformation inside the enclosing function):
-        # fold the checks into this call's own result so that no tracer escapes.
-        ok = _evaluate(pending)
-        return out if ok is None else _poison(out, ok)
+    def wrap(f: _F) -> _F:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if fuse and _PENDING.get() is None:
+                parts = _split(args, kwargs)
+                if parts is not None and parts[0]:
+                    try:
+                        out, ok = _fused_jit(f, *parts)
+                    except Exception:  # e.g. an option that needs concrete values
+                        ok = False  # the ordinary path gives the result or the error
+                    if bool(ok):  # the one host sync
+                        return out
+            return _run_checked(f, args, kwargs)
 
-    return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]
+
+    return wrap(fn) if fn is not None else wrap
 
 
 # --------------------------------------------------------------------------- messages

@@ -11,7 +11,7 @@ from jax.typing import ArrayLike
 from jax.scipy.special import xlog1py, xlogy
 
 from bayescal._src import validation as _v
-from bayescal._src.options import NORMS, KeyLike, Reduction
+from bayescal._src.options import BinStrategy, KeyLike, NORMS, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
 from bayescal.classification._inputs import (
@@ -164,8 +164,8 @@ def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
 # --------------------------------------------------------------------------- curves
 @overload
 def reliability_curve(
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     bins: Any = ...,
     strategy: str = ...,
@@ -176,8 +176,8 @@ def reliability_curve(
 
 @overload
 def reliability_curve(
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     bins: Any = ...,
     strategy: str = ...,
@@ -186,14 +186,14 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def reliability_curve(
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     bins: Any = 10,
-    strategy: str = "uniform",
-    weights: Any = None,
+    strategy: BinStrategy = "uniform",
+    weights: ArrayLike | None = None,
     return_edges: bool = False,
 ) -> CalibrationCurve | tuple[CalibrationCurve, jax.Array]:
     r"""Reliability curve of a binary classifier: fraction positive per probability bin.
@@ -265,16 +265,16 @@ def reliability_curve(
     return (curve, edges) if return_edges else curve
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def expected_calibration_error(
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     bins: Any = 15,
-    strategy: str = "uniform",
-    norm: str = "l1",
+    strategy: BinStrategy = "uniform",
+    norm: Norm = "l1",
     debias: bool = False,
-    weights: Any = None,
+    weights: ArrayLike | None = None,
     key: KeyLike | None = None,
     num_samples: int = 1000,
     method: Literal["bernoulli", "normal"] = "bernoulli",
@@ -376,7 +376,7 @@ def expected_calibration_error(
 
 # --------------------------------------------------------------------------- scores
 def _prob_or_logits(
-    y_true: Any, y_prob: Any, logits: Any
+    y_true: ArrayLike, y_prob: Any, logits: Any
 ) -> tuple[jax.Array, jax.Array, bool]:
     if (y_prob is None) == (logits is None):
         raise TypeError(
@@ -406,7 +406,7 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def brier_score(
     y_true: ArrayLike,
     y_prob: ArrayLike | None = None,
@@ -459,7 +459,7 @@ def brier_score(
     return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def log_loss(
     y_true: ArrayLike,
     y_prob: ArrayLike | None = None,
@@ -630,9 +630,9 @@ def _murphy_kernel(y, p, edges, *, num_bins: int, strategy: str) -> MurphyDecomp
     return MurphyDecomposition(rel, res, ybar * (1 - ybar))
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def brier_decomposition_binned(
-    y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
+    y_true: ArrayLike, y_prob: Any, *, bins: Any = 10, strategy: BinStrategy = "uniform"
 ) -> MurphyDecomposition:
     r"""Murphy's binned reliability / resolution / uncertainty decomposition (approximate).
 
@@ -699,7 +699,7 @@ class PredictionSharpness(NamedTuple):
     mean_distance: jax.Array
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
     r"""Sharpness of binary probability forecasts, without the labels.
 

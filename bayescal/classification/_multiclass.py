@@ -6,23 +6,24 @@ from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import KeyLike
+from bayescal._src.options import BinStrategy, KeyLike, Norm
 from bayescal.classification._inputs import multiclass_inputs, resolve_bins
 from bayescal.classification._metrics import _ece, _ece_options
 
 __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def top_label_calibration_error(
-    y_true: Any,
-    probs: Any,
+    y_true: ArrayLike,
+    probs: ArrayLike,
     *,
     bins: Any = 15,
-    strategy: str = "uniform",
-    norm: str = "l1",
+    strategy: BinStrategy = "uniform",
+    norm: Norm = "l1",
     debias: bool = False,
     key: KeyLike | None = None,
     num_samples: int = 1000,
@@ -76,14 +77,14 @@ def top_label_calibration_error(
     )
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def marginal_calibration_error(
-    y_true: Any,
-    probs: Any,
+    y_true: ArrayLike,
+    probs: ArrayLike,
     *,
     bins: Any = 15,
-    strategy: str = "uniform",
-    norm: str = "l1",
+    strategy: BinStrategy = "uniform",
+    norm: Norm = "l1",
     debias: bool = False,
     per_class: bool = False,
     key: KeyLike | None = None,

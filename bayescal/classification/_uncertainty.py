@@ -8,9 +8,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import KeyLike
+from bayescal._src.options import BinStrategy, BootstrapMethod, KeyLike
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import check_key
 from bayescal.classification._inputs import binary_inputs, resolve_bins
@@ -64,8 +65,8 @@ def acceptance_intervals(
 
 @_v.validated
 def corp_curve(
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     key: KeyLike | None = None,
     level: float = 0.95,
@@ -128,14 +129,14 @@ def _weighted_reliability(y, p, w, edges, *, num_bins):
 @_v.validated
 def bootstrap_reliability_curve(
     key: KeyLike,
-    y_true: Any,
-    y_prob: Any,
+    y_true: ArrayLike,
+    y_prob: ArrayLike,
     *,
     bins: Any = 10,
-    strategy: str = "uniform",
+    strategy: BinStrategy = "uniform",
     level: float = 0.95,
     num_samples: int = 1000,
-    method: str = "plain",
+    method: BootstrapMethod = "plain",
 ) -> CalibrationCurve:
     """Reliability curve with bootstrap percentile bands of the observed frequencies.
 

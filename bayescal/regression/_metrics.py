@@ -9,6 +9,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.options import CurveKind, Norm
 from bayescal._src.binning import count_at_or_below
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
@@ -39,9 +40,9 @@ def _curve_kernel(u, num_levels, kind):
     return CalibrationCurve(levels, observed, jnp.ones_like(levels))
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def calibration_curve(
-    pit: ArrayLike, *, num_levels: int = 100, kind: str = "quantile"
+    pit: ArrayLike, *, num_levels: int = 100, kind: CurveKind = "quantile"
 ) -> CalibrationCurve:
     r"""Average calibration curve of PIT values (Kuleshov et al., 2018).
 
@@ -89,9 +90,9 @@ def _error_kernel(u, num_levels, kind, norm):
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def calibration_error(
-    pit: ArrayLike, *, norm: str = "l1", num_levels: int = 100, kind: str = "quantile"
+    pit: ArrayLike, *, norm: Norm = "l1", num_levels: int = 100, kind: CurveKind = "quantile"
 ) -> jax.Array:
     r"""Gap between the average calibration curve and the diagonal.
 
@@ -134,9 +135,9 @@ def _grid_area_kernel(u, num_levels, kind):
     return area_between(c.expected, c.observed - c.expected)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def miscalibration_area(
-    pit: ArrayLike, *, num_levels: int | None = None, kind: str = "quantile"
+    pit: ArrayLike, *, num_levels: int | None = None, kind: CurveKind = "quantile"
 ) -> jax.Array:
     r"""Area between the average calibration curve and the diagonal.
 
@@ -174,7 +175,7 @@ def miscalibration_area(
     return _grid_area_kernel(u, num_levels, kind)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def sharpness(
     scale: ArrayLike | None = None,
     *,

@@ -35,7 +35,7 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.
 
@@ -70,7 +70,7 @@ def _pit_normal_kernel(y, loc, scale):
     return ndtr((y - loc) / scale)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def pit_draws(
     y_true: ArrayLike, draws: ArrayLike, *, key: jax.Array | None = None
 ) -> jax.Array:
@@ -222,7 +222,7 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
     return u
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def pit_quantiles(
     y_true: ArrayLike, quantiles: ArrayLike, levels: ArrayLike, *, tails: str = "clamp"
 ) -> jax.Array:

@@ -52,7 +52,7 @@ def _crps_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(crps, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def crps_normal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -114,7 +114,7 @@ def _crps_draws_kernel(y, draws, w, reduction, fair):
     return reduce_scores(term1 - 0.5 * pair, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def crps_draws(
     y_true: ArrayLike,
     draws: ArrayLike,
@@ -193,7 +193,7 @@ def _nll_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(nll, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def nll_normal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -247,7 +247,7 @@ def _interval_score_kernel(y, lower, upper, alpha, w, reduction):
     return reduce_scores(score, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def interval_score(
     y_true: ArrayLike,
     lower: ArrayLike,
@@ -308,7 +308,7 @@ def _pinball_kernel(y, q, levels, w, reduction):
     return reduce_scores(loss, w, reduction)
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def pinball_loss(
     y_true: ArrayLike,
     quantiles: ArrayLike,

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import KeyLike
+from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
 from bayescal._src.bands import (
     MULTINOMIAL_PER_POINT,
     Band,
@@ -227,10 +227,10 @@ def bootstrap_calibration_curve(
     pit: ArrayLike,
     *,
     num_samples: int = 1000,
-    method: str = "plain",
+    method: BootstrapMethod = "plain",
     level: float = 0.95,
     num_levels: int = 100,
-    kind: str = "quantile",
+    kind: CurveKind = "quantile",
 ) -> CalibrationCurve:
     r"""Calibration curve with a pointwise bootstrap confidence band.
 
@@ -291,11 +291,11 @@ def bootstrap_calibration_error(
     pit: ArrayLike,
     *,
     num_samples: int = 1000,
-    method: str = "plain",
+    method: BootstrapMethod = "plain",
     level: float = 0.95,
-    norm: str = "l1",
+    norm: Norm = "l1",
     num_levels: int = 100,
-    kind: str = "quantile",
+    kind: CurveKind = "quantile",
 ) -> BootstrapResult:
     r"""Bootstrap percentile interval of :func:`calibration_error` (MACE, RMSCE, max).
 
@@ -472,9 +472,9 @@ def calibration_error_test(
     pit: ArrayLike,
     *,
     num_samples: int = 1000,
-    norm: str = "l1",
+    norm: Norm = "l1",
     num_levels: int = 100,
-    kind: str = "quantile",
+    kind: CurveKind = "quantile",
     batch_size: int | None = None,
 ) -> NullTestResult:
     r"""P-value of :func:`calibration_error` under perfect calibration.
@@ -536,7 +536,7 @@ def miscalibration_area_test(
     *,
     num_samples: int = 1000,
     num_levels: int | None = None,
-    kind: str = "quantile",
+    kind: CurveKind = "quantile",
     batch_size: int | None = None,
 ) -> NullTestResult:
     r"""P-value of :func:`miscalibration_area` under perfect calibration.
