@@ -226,6 +226,12 @@ def reliability_curve(
         All ``[K]``, empty bins included; ``edges``: the ``K + 1`` bin edges used. With ``return_edges=True``, the tuple
         ``(curve, edges)``.
 
+    See Also
+    --------
+    expected_calibration_error : Its count-weighted gap.
+    bayescal.regression.calibration_curve : The regression twin.
+    bayescal.plot.reliability_diagram : Draws it.
+
     Notes
     -----
     Bin :math:`k` is :math:`[e_k, e_{k+1})`, the last bin closed; values outside the
@@ -308,6 +314,12 @@ def expected_calibration_error(
     -------
     Array, scalar
         In ``y_prob``'s dtype.
+
+    See Also
+    --------
+    reliability_curve : The curve it summarises.
+    bayescal.regression.calibration_error : The regression twin.
+    top_label_calibration_error : For multiclass confidences.
 
     Notes
     -----

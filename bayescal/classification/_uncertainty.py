@@ -48,6 +48,11 @@ def acceptance_intervals(
     CalibrationCurve
         The same curve with ``lower`` and ``upper`` set (NaN for empty bins).
 
+    See Also
+    --------
+    bootstrap_reliability_curve : The uncertainty of this model's curve.
+    bayescal.regression.pit_ecdf_band : The simultaneous band of a PIT ECDF.
+
     Examples
     --------
     >>> from bayescal.classification import reliability_curve, acceptance_intervals
@@ -171,6 +176,11 @@ def bootstrap_reliability_curve(
     CalibrationCurve
         :func:`reliability_curve` with ``lower`` / ``upper`` set (NaN in a bin that
         no replicate filled).
+
+    See Also
+    --------
+    acceptance_intervals : What a calibrated model would show.
+    bayescal.regression.bootstrap_calibration_curve : The regression twin.
 
     Examples
     --------

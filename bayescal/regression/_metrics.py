@@ -61,12 +61,19 @@ def calibration_curve(
         PIT values in [0, 1] (see :func:`pit_normal`, :func:`pit_draws`, ...).
     num_levels : int, default 100
         Number of levels, including 0 and 1.
-    kind : {"quantile", "interval"}
+    kind : {"quantile", "interval"}, default "quantile"
+        One-sided (``u <= p``) or central-interval (``|2u - 1| <= p``) calibration.
 
     Returns
     -------
     CalibrationCurve
         ``expected`` = levels, ``observed`` = fractions, ``weight`` = ones.
+
+    See Also
+    --------
+    calibration_error : Its gap to the diagonal.
+    bayescal.classification.reliability_curve : The classification twin.
+    bayescal.plot.calibration_curve : Draws it.
 
     References
     ----------
@@ -105,13 +112,24 @@ def calibration_error(
     Parameters
     ----------
     pit : array_like, shape [N]
-    norm : {"l1", "l2", "max"}
+        PIT values in [0, 1].
+    norm : {"l1", "l2", "max"}, default "l1"
+        Mean absolute gap (MACE), root mean squared gap (RMSCE) or the largest gap.
     num_levels : int, default 100
-    kind : {"quantile", "interval"}
+        Number of levels, including 0 and 1.
+    kind : {"quantile", "interval"}, default "quantile"
+        One-sided or central-interval curve (see :func:`calibration_curve`).
 
     Returns
     -------
     Array, scalar
+        In the dtype of ``pit``.
+
+    See Also
+    --------
+    calibration_curve : The curve it summarises.
+    miscalibration_area : The area between the curve and the diagonal.
+    bayescal.classification.expected_calibration_error : The classification twin.
 
     Examples
     --------
@@ -160,6 +178,11 @@ def miscalibration_area(
     Returns
     -------
     Array, scalar
+
+    See Also
+    --------
+    calibration_error : The gap at the levels.
+    bayescal.core.curve_area : The area of any curve.
 
     Examples
     --------

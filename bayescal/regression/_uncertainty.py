@@ -117,6 +117,11 @@ def pit_ecdf_band(
         ``x`` = the points ``z``; ``lower``, ``upper`` = the band for :math:`G_n(z)`
         (subtract ``x`` for the ECDF-difference plot).
 
+    See Also
+    --------
+    bayescal.classification.acceptance_intervals : Per-bin bands of a reliability curve.
+    bayescal.plot.pit_ecdf : Draws the ECDF with this band.
+
     Notes
     -----
     The counts at the points are simulated directly: from ``n`` uniform draws for
@@ -264,6 +269,11 @@ def bootstrap_calibration_curve(
     CalibrationCurve
         With ``lower`` / ``upper`` = the bootstrap band (a confidence band for the
         population curve, not a test of calibration: see :func:`pit_ecdf_band`).
+
+    See Also
+    --------
+    bootstrap_calibration_error : The same replicates for the error.
+    bayescal.classification.bootstrap_reliability_curve : The classification twin.
 
     Examples
     --------
