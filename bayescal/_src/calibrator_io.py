@@ -272,9 +272,10 @@ def load_calibrator(path: str | os.PathLike) -> Any:
     if not os.path.exists(name):
         raise FileNotFoundError(f"{name}: no such calibrator file.")
     try:
-        with np.load(name, allow_pickle=False) as archive:
-            if not hasattr(archive, "files"):
-                raise fail("not an .npz archive (a single .npy array)")
+        archive = np.load(name, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise fail("not an .npz archive (a single .npy array)")
+        with archive:
             if "__spec__" not in archive.files:
                 raise fail("not a bayescal calibrator file (no __spec__ entry)")
             arrays = {n: archive[n] for n in archive.files}
