@@ -28,7 +28,11 @@ from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
 from bayescal._src.bands import Band
-from bayescal._src.calibrator_io import CalibratorFileError, load_calibrator, save_calibrator
+from bayescal._src.calibrator_io import (
+    CalibratorFileError,
+    load_calibrator,
+    save_calibrator,
+)
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import area_between, curve_gap
 from bayescal._src.isotonic import isotonic_kernel

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 if TYPE_CHECKING:
-    import jax
+    pass
 
 __all__ = [
     "calibration_curve",
@@ -120,7 +120,9 @@ def _host_array(x: Any, name: str, what: str) -> np.ndarray:
     try:
         a = np.asarray(x)
     except Exception as err:
-        raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.") from err
+        raise TypeError(
+            f"{name} must be an array of numbers; got {type(x).__name__}."
+        ) from err
     if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
         if a.dtype.name != "bfloat16":
             raise TypeError(f"{name} must be an array of numbers; got dtype {a.dtype}.")
@@ -128,7 +130,9 @@ def _host_array(x: Any, name: str, what: str) -> np.ndarray:
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D; got shape {a.shape}. Reshape it (.ravel()).")
     if a.size == 0:
-        raise ValueError(f"{name} is empty (shape {a.shape}); at least one value is needed.")
+        raise ValueError(
+            f"{name} is empty (shape {a.shape}); at least one value is needed."
+        )
     if not np.all(np.isfinite(a)):
         n_nan = int(np.isnan(a).sum())
         raise ValueError(

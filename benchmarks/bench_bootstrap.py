@@ -21,8 +21,8 @@ def main(quick: bool = False) -> list[dict]:
     import uncertainty_toolbox.metrics_calibration as utc
 
     from bayescal import core
-    from bayescal._src import resampling as kernels
     from bayescal import regression as reg
+    from bayescal._src import resampling as kernels
 
     n = 20_000 if quick else 100_000
     num_samples = 1000

@@ -50,7 +50,9 @@ def main(quick: bool = False) -> list[dict]:
                 np.asarray(eager_out), np.asarray(jit_out), rtol=1e-5, atol=1e-7
             )
             repeat = 51 if n <= 1000 else 11
-            t_eager = median_time(lambda fn=fn, args=args: fn(*args), repeat=repeat, warmup=3)
+            t_eager = median_time(
+                lambda fn=fn, args=args: fn(*args), repeat=repeat, warmup=3
+            )
             t_jit = median_time(
                 lambda jitted=jitted, args=args: jitted(*args), repeat=repeat, warmup=3
             )

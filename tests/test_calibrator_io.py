@@ -89,7 +89,9 @@ def test_reversed_thresholds_and_values_out_of_range(tmp_path):
         load_calibrator(path)
     vkey = spec["calibrator"]["arrays"]["values"]
     _write(path, spec, {**arrays, vkey: arrays[vkey] + 2})
-    with pytest.raises(CalibratorFileError, match=r"values must be probabilities in \[0, 1\]"):
+    with pytest.raises(
+        CalibratorFileError, match=r"values must be probabilities in \[0, 1\]"
+    ):
         load_calibrator(path)
 
 
@@ -114,7 +116,9 @@ def test_negative_temperature_and_scale_factor(tmp_path):
 def test_nested_one_vs_rest_is_validated(tmp_path):
     probs = np.stack([1 - P, P * 0.5, P * 0.5], axis=1)
     labels = np.array([0, 0, 1, 2, 0, 1, 2, 0])
-    path, spec, arrays = _saved(tmp_path, clf.fit_one_vs_rest(labels, probs, method="platt"))
+    path, spec, arrays = _saved(
+        tmp_path, clf.fit_one_vs_rest(labels, probs, method="platt")
+    )
     spec["calibrator"]["nested"][1]["meta"]["input"] = "banana"
     _write(path, spec, arrays)
     with pytest.raises(CalibratorFileError, match="input must be 'prob' or 'score'"):

@@ -6,7 +6,6 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-from bayescal import core
 from tests import _kernels as kernels
 from tests.conftest import X64
 

@@ -11,8 +11,6 @@ import sklearn.calibration
 import sklearn.isotonic
 import sklearn.metrics
 
-from bayescal import core
-from tests import _kernels as kernels
 from bayescal.classification import (
     brier_decomposition,
     brier_decomposition_binned,
@@ -24,6 +22,7 @@ from bayescal.classification import (
     reliability_curve,
     top_label_calibration_error,
 )
+from tests import _kernels as kernels
 from tests.conftest import X64
 
 DTYPE = np.float64 if X64 else np.float32
@@ -227,7 +226,9 @@ def test_debiased_l1_resampling_options_and_key():
     c = expected_calibration_error(y, p, bins=2, debias=True, key=jax.random.key(1))
     assert float(a) != float(c)
     plug = float(expected_calibration_error(y, p, bins=2))
-    normal = float(expected_calibration_error(y, p, bins=2, debias=True, method="normal", key=0))
+    normal = float(
+        expected_calibration_error(y, p, bins=2, debias=True, method="normal", key=0)
+    )
     assert normal < plug and float(a) < plug
 
 

@@ -53,8 +53,7 @@ def test_bootstrap_reliability_curve_brackets_observed(calibrated):
     y, p = calibrated
     for method in ("plain", "bayesian"):
         c = clf.bootstrap_reliability_curve(
-            jax.random.key(1),
-            y, p, bins=6, num_samples=300, method=method
+            jax.random.key(1), y, p, bins=6, num_samples=300, method=method
         )
         base = clf.reliability_curve(y, p, bins=6)
         np.testing.assert_allclose(c.observed, base.observed)
@@ -82,7 +81,6 @@ def test_uncertainty_bad_input(calibrated):
 
 def test_reliability_curve_returns_the_edges_it_used(calibrated):
     y, p = calibrated
-    from bayescal import core
 
     curve, edges = clf.reliability_curve(
         y, p, bins=5, strategy="quantile", return_edges=True

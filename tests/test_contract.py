@@ -179,7 +179,10 @@ def test_jit_of_nan_pit_is_nan_not_a_plausible_number():
         ("nll_normal", lambda d, t: reg.nll_normal(d["y"], d["loc"], d["scale"] * (1 + t))),
         ("brier_score", lambda d, t: clf.brier_score(d["lab"], logits=d["p"] + t)),
         ("log_loss", lambda d, t: clf.log_loss(d["lab"], logits=d["p"] + t)),
-        ("isotonic_regression", lambda d, t: jnp.sum(core.isotonic_regression(d["y"] * (1 + t)) ** 2)),
+        (
+            "isotonic_regression",
+            lambda d, t: jnp.sum(core.isotonic_regression(d["y"] * (1 + t)) ** 2),
+        ),
     ],
 )
 def test_grad_matches_central_difference(name, fn):
@@ -245,7 +248,9 @@ def test_bins_follow_the_documented_rule_on_edges():
     ref = float(np.sum(counts / counts.sum() * np.array(gap)))
     curve = clf.reliability_curve(y, p, bins=10)
     assert np.asarray(curve.weight).tolist() == counts.tolist()
-    np.testing.assert_allclose(float(clf.expected_calibration_error(y, p, bins=10)), ref, rtol=1e-6)
+    np.testing.assert_allclose(
+        float(clf.expected_calibration_error(y, p, bins=10)), ref, rtol=1e-6
+    )
 
 
 def test_log_loss_eps_below_float32_resolution_stays_finite():
@@ -336,5 +341,7 @@ def test_import_does_not_load_scipy_stats():
         "import sys, bayescal.regression, bayescal.classification, bayescal.core; "
         "print('scipy.stats' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "False"

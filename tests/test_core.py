@@ -191,5 +191,3 @@ def test_dtype_kept():
     assert x.dtype == jnp.float32
     i = validation.as_float_array(np.arange(3), "x")
     assert jnp.issubdtype(i.dtype, jnp.floating)
-
-

@@ -72,8 +72,7 @@ def _polys(ax):
 
 def test_calibration_curve_single_with_band_and_area(pits):
     c = reg.bootstrap_calibration_curve(
-        jax.random.key(0),
-        pits["too narrow"], num_levels=50
+        jax.random.key(0), pits["too narrow"], num_levels=50
     )
     ax = plot.calibration_curve(c, band_label="95% bootstrap band", kind="quantile")
     assert len(ax.lines) == 2  # diagonal and curve
@@ -264,8 +263,16 @@ def test_pit_histogram_and_sharpness(pits):
             ValueError,
             "edges must be 4",
         ),
-        (lambda: plot.pit_ecdf([0.5, 1.5], key=0), ValueError, "pit must lie in \\[0, 1\\]"),
-        (lambda: plot.pit_ecdf([0.5], level=2, key=0), ValueError, "level must lie strictly"),
+        (
+            lambda: plot.pit_ecdf([0.5, 1.5], key=0),
+            ValueError,
+            "pit must lie in \\[0, 1\\]",
+        ),
+        (
+            lambda: plot.pit_ecdf([0.5], level=2, key=0),
+            ValueError,
+            "level must lie strictly",
+        ),
         (
             lambda: plot.pit_ecdf([0.5], band="yes"),
             TypeError,

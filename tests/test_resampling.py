@@ -131,9 +131,9 @@ def test_null_pvalue_formula_and_uniformity_under_the_null():
     data_keys = jax.random.split(jax.random.key(7), 400)
     observed = jax.vmap(lambda k: _mean(sim(k)))(data_keys)
     keys = jax.random.split(jax.random.key(8), 400)
-    pv = jax.vmap(
-        lambda o, k: core.null_pvalue(k, _mean, o, sim, num_samples=199).pvalue
-    )(observed, keys)
+    pv = jax.vmap(lambda o, k: core.null_pvalue(k, _mean, o, sim, num_samples=199).pvalue)(
+        observed, keys
+    )
     assert scipy.stats.kstest(np.asarray(pv), "uniform").pvalue > 0.01
     # vmap == loop
     for i in range(3):
@@ -155,8 +155,7 @@ def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalib
         ),
         "mace": (
             lambda p, k: reg.calibration_error_test(
-                k,
-                p, num_samples=199, kind="interval", num_levels=50
+                k, p, num_samples=199, kind="interval", num_levels=50
             ),
             lambda p: reg.calibration_error(p, kind="interval", num_levels=50),
         ),
@@ -371,8 +370,7 @@ def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
     true = _true_mace()
     res = jax.lax.map(
         lambda a: reg.bootstrap_calibration_error(
-            a[1],
-            a[0], method=method, num_samples=500
+            a[1], a[0], method=method, num_samples=500
         ),
         (data, keys),
     )
@@ -381,10 +379,7 @@ def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
     # the generic engine with the public metric, resampling indices
     if method == "plain":
         res = jax.lax.map(
-            lambda a: core.bootstrap(
-                a[1],
-                reg.calibration_error, a[0], num_samples=500
-            ),
+            lambda a: core.bootstrap(a[1], reg.calibration_error, a[0], num_samples=500),
             (data, keys),
         )
         cover = np.mean((np.asarray(res.lower) <= true) & (true <= np.asarray(res.upper)))
@@ -431,8 +426,7 @@ def test_count_bootstrap_large_n_has_the_engine_distribution(method):
     n, b = 5000, 500
     u = _shifted_pit(jax.random.key(16), n)
     fast = reg.bootstrap_calibration_error(
-        jax.random.key(17),
-        u, method=method, num_samples=b
+        jax.random.key(17), u, method=method, num_samples=b
     )
     metric = reg.calibration_error if method == "plain" else _weighted_mace
     ref = core.bootstrap(jax.random.key(18), metric, u, method=method, num_samples=b)
@@ -440,8 +434,7 @@ def test_count_bootstrap_large_n_has_the_engine_distribution(method):
     ks = scipy.stats.ks_2samp(np.asarray(fast.samples), np.asarray(ref.samples))
     assert ks.pvalue > 0.001, ks
     curve = reg.bootstrap_calibration_curve(
-        jax.random.key(17),
-        u, method=method, num_samples=b
+        jax.random.key(17), u, method=method, num_samples=b
     )
     np.testing.assert_allclose(curve.observed, reg.calibration_curve(u).observed)
     assert bool(jnp.all(curve.lower <= curve.upper))

@@ -42,7 +42,9 @@ def _nondecreasing(a: np.ndarray) -> bool:
 
 
 def _eps_ok(v: Any) -> bool:
-    return v is None or (isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 0.5)
+    return v is None or (
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 0.5
+    )
 
 
 def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
@@ -80,7 +82,11 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ("temperature", lambda d: bool(np.all(d["temperature"] > 0)), "> 0"),
         ],
         "IsotonicRecalibrator": [
-            ("raw", lambda d: _in_unit(d["raw"]) and _nondecreasing(d["raw"]), "levels in [0, 1], nondecreasing"),
+            (
+                "raw",
+                lambda d: _in_unit(d["raw"]) and _nondecreasing(d["raw"]),
+                "levels in [0, 1], nondecreasing",
+            ),
             (
                 "calibrated",
                 lambda d: _in_unit(d["calibrated"]) and _nondecreasing(d["calibrated"]),
@@ -96,8 +102,14 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
             (
                 "df",
-                lambda d: d["df"] is None
-                or (isinstance(d["df"], int | float) and not isinstance(d["df"], bool) and d["df"] > 0),
+                lambda d: (
+                    d["df"] is None
+                    or (
+                        isinstance(d["df"], int | float)
+                        and not isinstance(d["df"], bool)
+                        and d["df"] > 0
+                    )
+                ),
                 "None or a positive number",
             ),
         ],
@@ -119,7 +131,9 @@ def _encode(obj: Any, arrays: dict[str, np.ndarray], prefix: str) -> dict[str, A
     for field in obj._data_fields:
         value = getattr(obj, field)
         if field == _NESTED:
-            spec["nested"] = [_encode(c, arrays, f"{prefix}{i}.") for i, c in enumerate(value)]
+            spec["nested"] = [
+                _encode(c, arrays, f"{prefix}{i}.") for i, c in enumerate(value)
+            ]
         else:
             key = f"{prefix}{field}"
             arrays[key] = np.asarray(value)
@@ -179,15 +193,23 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
 
 
 # ------------------------------------------------------------------------ decoding
-def _decode(spec: Any, arrays: dict[str, np.ndarray], fail: Callable[[str], Exception]) -> Any:
+def _decode(
+    spec: Any, arrays: dict[str, np.ndarray], fail: Callable[[str], Exception]
+) -> Any:
     if not isinstance(spec, dict):
         raise fail("the description of a calibrator is not a JSON object")
     kind = spec.get("type")
     cls = REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise fail(f"unknown calibrator type {kind!r}; known: {', '.join(sorted(REGISTRY))}")
+        raise fail(
+            f"unknown calibrator type {kind!r}; known: {', '.join(sorted(REGISTRY))}"
+        )
     meta, refs, nested = spec.get("meta"), spec.get("arrays"), spec.get("nested", [])
-    if not isinstance(meta, dict) or not isinstance(refs, dict) or not isinstance(nested, list):
+    if (
+        not isinstance(meta, dict)
+        or not isinstance(refs, dict)
+        or not isinstance(nested, list)
+    ):
         raise fail(f"{kind}: 'meta' and 'arrays' must be JSON objects and 'nested' a list")
     want_meta = set(cls._meta_fields)
     want_data = set(cls._data_fields) - {_NESTED}
@@ -267,7 +289,9 @@ def load_calibrator(path: str | os.PathLike) -> Any:
     name = os.fspath(path)
 
     def fail(reason: str) -> CalibratorFileError:
-        return CalibratorFileError(f"{name}: {reason}. Write the file with save_calibrator.")
+        return CalibratorFileError(
+            f"{name}: {reason}. Write the file with save_calibrator."
+        )
 
     if not os.path.exists(name):
         raise FileNotFoundError(f"{name}: no such calibrator file.")
@@ -289,5 +313,7 @@ def load_calibrator(path: str | os.PathLike) -> Any:
         raise fail(f"the __spec__ entry is not UTF-8 JSON ({err})") from err
     if not isinstance(spec, dict) or spec.get("format") != FORMAT:
         got = spec.get("format") if isinstance(spec, dict) else spec
-        raise fail(f"unsupported calibrator file format {got!r}; this version reads {FORMAT!r}")
+        raise fail(
+            f"unsupported calibrator file format {got!r}; this version reads {FORMAT!r}"
+        )
     return _decode(spec.get("calibrator"), arrays, fail)

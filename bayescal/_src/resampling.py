@@ -35,7 +35,8 @@ __all__ = [
     "default_batch_size",
 ]
 
-from bayescal._src.options import BOOTSTRAP_METHODS as METHODS  # noqa: E402, BootstrapMethod
+from bayescal._src.options import BOOTSTRAP_METHODS as METHODS  # noqa: E402
+from bayescal._src.options import BootstrapMethod  # noqa: E402
 
 # Elements per array per vmapped batch of replicates: big enough to amortise the loop,
 # small enough to stay in cache (1000 x 1e5 int32 indices at once would be 400 MB).

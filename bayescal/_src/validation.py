@@ -102,7 +102,7 @@ _PREDICATES: dict[str, Callable[..., jax.Array]] = {
 @functools.partial(jax.jit, static_argnums=0)
 def _flags_kernel(specs: tuple[tuple[str, tuple[Any, ...]], ...], arrays: tuple) -> Any:
     return jnp.stack(
-        [_PREDICATES[kind](*arrs, *params) for (kind, params), arrs in zip(specs, arrays)]
+        [_PREDICATES[kind](*arrs, *params) for (kind, params), arrs in zip(specs, arrays, strict=True)]
     )
 
 
@@ -206,7 +206,9 @@ def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
     """Array arguments (traced) apart from the rest (static; None if unhashable)."""
     dyn, static, layout = [], [], []
     for key, value in [(i, a) for i, a in enumerate(args)] + sorted(kwargs.items()):
-        if isinstance(value, jax.Array | np.ndarray) and not isinstance(value, jax.core.Tracer):
+        if isinstance(value, jax.Array | np.ndarray) and not isinstance(
+            value, jax.core.Tracer
+        ):
             if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
                 return None  # the ordinary path gives the dtype error
             dyn.append(value)
@@ -400,7 +402,9 @@ def as_float_array(x: Any, name: str) -> jax.Array:
         if np_arr.dtype == np.float64 and not jax.config.read("jax_enable_x64"):
             np_arr = np_arr.astype(np.float32)
         elif not (np_arr.dtype == np.float32 or np_arr.dtype == np.float64):
-            np_arr = np_arr.astype(np.float32 if np_arr.dtype.itemsize <= 2 else _float_dtype())
+            np_arr = np_arr.astype(
+                np.float32 if np_arr.dtype.itemsize <= 2 else _float_dtype()
+            )
         # device_put moves a large numpy array 2-4x faster than jnp.asarray on CPU.
         arr = jax.device_put(np_arr) if np_arr.ndim else jnp.asarray(np_arr)
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):

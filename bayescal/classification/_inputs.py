@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
-from bayescal._src.reduce import check_weights
 from bayescal._src.binned import freedman_diaconis_edges
+from bayescal._src.reduce import check_weights
 
 STRATEGIES = ("uniform", "quantile")
 

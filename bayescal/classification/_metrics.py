@@ -7,13 +7,17 @@ from typing import Any, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
-from jax.typing import ArrayLike
 from jax.scipy.special import xlog1py, xlogy
+from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import BinStrategy, KeyLike, NORMS, Norm, Reduction
+from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
+from bayescal._src.binning import bin_index
+from bayescal._src.curve import CalibrationCurve
+from bayescal._src.options import NORMS, BinStrategy, KeyLike, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
+from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
     Bins,
     binary_inputs,
@@ -21,10 +25,6 @@ from bayescal.classification._inputs import (
     observation_weights,
     resolve_bins,
 )
-from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
-from bayescal._src.binning import bin_index
-from bayescal._src.curve import CalibrationCurve
-from bayescal._src.ties import isotonic_fit
 from bayescal.core import curve_error
 
 __all__ = [

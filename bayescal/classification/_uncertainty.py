@@ -11,13 +11,13 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import BinStrategy, BootstrapMethod, KeyLike
+from bayescal._src.bands import binomial_acceptance_intervals, corp_consistency_band
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.options import BinStrategy, BootstrapMethod, KeyLike
 from bayescal._src.resampling import check_key
+from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import binary_inputs, resolve_bins
 from bayescal.classification._metrics import _reliability_kernel
-from bayescal._src.bands import binomial_acceptance_intervals, corp_consistency_band
-from bayescal._src.ties import isotonic_fit
 from bayescal.core import bootstrap
 
 __all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import CurveKind, Norm
 from bayescal._src.binning import count_at_or_below
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.options import CurveKind, Norm
 from bayescal._src.sorting import sort_last_axis
 
 __all__ = ["calibration_curve", "calibration_error", "miscalibration_area", "sharpness"]
@@ -99,7 +99,11 @@ def _error_kernel(u, num_levels, kind, norm):
 
 @_v.validated(fuse=True)
 def calibration_error(
-    pit: ArrayLike, *, norm: Norm = "l1", num_levels: int = 100, kind: CurveKind = "quantile"
+    pit: ArrayLike,
+    *,
+    norm: Norm = "l1",
+    num_levels: int = 100,
+    kind: CurveKind = "quantile",
 ) -> jax.Array:
     r"""Gap between the average calibration curve and the diagonal.
 

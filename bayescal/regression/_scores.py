@@ -17,6 +17,7 @@ from bayescal._src.sorting import sort_last_axis
 
 __all__ = ["crps_normal", "crps_draws", "nll_normal", "interval_score", "pinball_loss"]
 
+
 def _prep(y_true, reduction, **params):
     check_reduction(reduction)
     y = _v.as_float_array(y_true, "y_true")
@@ -295,7 +296,10 @@ def interval_score(
         )
     lo, up = a["lower"], a["upper"]
     _v.check_less_equal(
-        lo, up, "lower", "must be <= upper for every observation; some intervals are reversed"
+        lo,
+        up,
+        "lower",
+        "must be <= upper for every observation; some intervals are reversed",
     )
     return _interval_score_kernel(y, lo, up, alpha, _weights(weights, y), reduction)
 

@@ -20,7 +20,6 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
 from bayescal._src.bands import (
     MULTINOMIAL_PER_POINT,
     Band,
@@ -30,6 +29,7 @@ from bayescal._src.bands import (
 from bayescal._src.binning import bin_sums, grid_index
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
 from bayescal._src.resampling import (
     METHODS,
     BootstrapResult,
