@@ -44,6 +44,11 @@ from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
 )
+from bayescal.classification._smooth import (
+    smooth_calibration_error,
+    smooth_reliability_band,
+    smooth_reliability_curve,
+)
 from bayescal.classification._uncertainty import (
     acceptance_intervals,
     bootstrap_reliability_curve,
@@ -65,6 +70,9 @@ __all__ = [
     "prediction_sharpness",
     "top_label_calibration_error",
     "marginal_calibration_error",
+    "smooth_calibration_error",
+    "smooth_reliability_curve",
+    "smooth_reliability_band",
     "BrierDecomposition",
     "MurphyDecomposition",
     "PredictionSharpness",

@@ -9,6 +9,21 @@ on a calibration split (:func:`fit_isotonic_recalibrator`, :func:`fit_sigma_scal
 """
 
 from bayescal._src.curve import CalibrationCurve
+from bayescal.regression._conditional import (
+    AdversarialGroupCalibration,
+    adversarial_group_calibration,
+    expected_normalized_calibration_error,
+    group_calibration_curve,
+    group_calibration_error,
+    spread_skill_curve,
+)
+from bayescal.regression._conformal import (
+    ConformalCalibrator,
+    ConformalizedQuantileCalibrator,
+    conformal_rank,
+    fit_conformal,
+    fit_conformalized_quantile,
+)
 from bayescal.regression._metrics import (
     calibration_curve,
     calibration_error,
@@ -67,4 +82,17 @@ __all__ = [
     "pit_null_test",
     "calibration_error_test",
     "miscalibration_area_test",
+    # conditional calibration
+    "expected_normalized_calibration_error",
+    "spread_skill_curve",
+    "group_calibration_curve",
+    "group_calibration_error",
+    "adversarial_group_calibration",
+    "AdversarialGroupCalibration",
+    # conformal intervals
+    "fit_conformal",
+    "fit_conformalized_quantile",
+    "conformal_rank",
+    "ConformalCalibrator",
+    "ConformalizedQuantileCalibrator",
 ]

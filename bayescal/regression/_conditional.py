@@ -1,0 +1,534 @@
+"""Conditional calibration: by predicted scale, by group, and over adversarial groups.
+
+Average calibration (:func:`calibration_curve`) can hide groups that are badly off.
+This module measures calibration conditional on something:
+
+* on the predicted scale: the spread-skill curve and the ENCE (Levi et al., 2022);
+* on user-given groups: one calibration curve / error per group, all groups in one
+  vmapped call with fixed shapes;
+* on the worst group of a given size: uncertainty-toolbox's adversarial group
+  calibration, as a Monte Carlo estimate.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtr
+from jax.typing import ArrayLike
+
+from bayescal._src import validation as _v
+from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
+from bayescal._src.curve import CalibrationCurve
+from bayescal._src.functionals import NORMS, curve_gap
+from bayescal._src.options import BinStrategy, CurveKind, Norm
+from bayescal._src.resampling import as_key
+
+__all__ = [
+    "expected_normalized_calibration_error",
+    "spread_skill_curve",
+    "group_calibration_curve",
+    "group_calibration_error",
+    "adversarial_group_calibration",
+    "AdversarialGroupCalibration",
+]
+
+_KINDS = ("quantile", "interval")
+_STRATEGIES = ("quantile", "uniform")
+
+
+def _gaussian_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[jax.Array, ...]:
+    """1-D ``y_true``, ``loc`` and ``scale`` of one shape, finite, ``scale > 0``."""
+    y = _v.as_float_array(y_true, "y_true")
+    _v.check_ndim(y, "y_true", 1)
+    _v.check_nonempty(y, "y_true")
+    mu = _v.as_float_array(loc, "loc")
+    s = _v.as_float_array(scale, "scale")
+    _v.check_same_shape(y_true=y, loc=mu, scale=s)
+    dtype = _v.result_dtype(y, mu, s)
+    y, mu, s = (a.astype(dtype) for a in (y, mu, s))
+    _v.check_finite(y, "y_true")
+    _v.check_finite(mu, "loc")
+    _v.check_positive(s, "scale")
+    return y, mu, s
+
+
+# --------------------------------------------------------------------------- ENCE
+def _equal_count_bins(n: int, num_bins: int) -> np.ndarray:
+    """Bin of each rank 0..n-1 when n sorted values are split as ``np.array_split``."""
+    q, r = divmod(n, num_bins)
+    ranks = np.arange(n)
+    big = r * (q + 1)  # the first r bins hold q + 1 values, the others q
+    return np.where(
+        ranks < big, ranks // (q + 1), r + (ranks - big) // max(q, 1)
+    ).astype(np.int32)
+
+
+@functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
+def _spread_skill_kernel(y, loc, scale, num_bins, strategy):
+    n = y.shape[-1]
+    if strategy == "quantile":
+        order = jnp.argsort(scale, stable=True)
+        idx = jnp.zeros((n,), jnp.int32).at[order].set(
+            jnp.asarray(_equal_count_bins(n, num_bins))
+        )
+    else:
+        edges = jnp.linspace(jnp.min(scale), jnp.max(scale), num_bins + 1)
+        idx = bin_index(scale, edges)
+    count, (var_sum, sq_sum) = bin_sums(idx, num_bins, (scale * scale, (y - loc) ** 2))
+    c = count.astype(y.dtype)
+    safe = jnp.where(count > 0, c, 1)
+    rmv = jnp.where(count > 0, jnp.sqrt(var_sum / safe), jnp.nan)
+    rmse = jnp.where(count > 0, jnp.sqrt(sq_sum / safe), jnp.nan)
+    return CalibrationCurve(rmv, rmse, count)
+
+
+def _check_binning(bins: Any, strategy: Any) -> int:
+    _v.check_choice(strategy, "strategy", _STRATEGIES)
+    return _v.check_positive_int(bins, "bins")
+
+
+@_v.validated
+def spread_skill_curve(
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike,
+    *,
+    bins: int = 10,
+    strategy: BinStrategy = "quantile",
+) -> CalibrationCurve:
+    r"""Spread-skill (RMV vs RMSE) curve, binned by the predicted scale.
+
+    The observations are binned by their predicted standard deviation
+    :math:`\sigma_i`; in each bin :math:`B_k`
+
+    .. math:: \mathrm{RMV}_k = \sqrt{\tfrac{1}{|B_k|}\sum_{i \in B_k} \sigma_i^2},\qquad
+        \mathrm{RMSE}_k = \sqrt{\tfrac{1}{|B_k|}\sum_{i \in B_k} (y_i - \mu_i)^2}.
+
+    A calibrated predictive gives the diagonal RMSE = RMV (Levi et al., 2022).
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Observed values.
+    loc : array_like, shape [N]
+        Predictive means.
+    scale : array_like, shape [N]
+        Predictive standard deviations (> 0).
+    bins : int, default 10
+        Number of bins.
+    strategy : {"quantile", "uniform"}, default "quantile"
+        ``"quantile"``: equal-count bins of the observations sorted by scale (split as
+        ``np.array_split``; ties broken by position), as in Levi et al.;
+        ``"uniform"``: equal-width bins between the smallest and largest scale
+        (bins ``[e_k, e_{k+1})``, the last closed).
+
+    Returns
+    -------
+    CalibrationCurve
+        ``expected`` = RMV, ``observed`` = RMSE, ``weight`` = count per bin (int);
+        empty bins have weight 0 and NaN values.
+
+    See Also
+    --------
+    expected_normalized_calibration_error : Its summary.
+    calibration_curve : Average (unconditional) calibration.
+
+    References
+    ----------
+    Levi, Gispan, Giladi & Fetaya (2022), "Evaluating and Calibrating Uncertainty
+    Prediction in Regression Tasks", Sensors 22(15), 5540.
+
+    Examples
+    --------
+    >>> from bayescal.regression import spread_skill_curve
+    >>> c = spread_skill_curve([1.0, -1.0, 2.0, -2.0], [0.0] * 4, [1.0, 1.0, 2.0, 2.0],
+    ...                        bins=2)
+    >>> c.expected.tolist(), c.observed.tolist(), c.weight.tolist()
+    ([1.0, 2.0], [1.0, 2.0], [2, 2])
+    """
+    y, mu, s = _gaussian_inputs(y_true, loc, scale)
+    num_bins = _check_binning(bins, strategy)
+    return _spread_skill_kernel(y, mu, s, num_bins, strategy)
+
+
+@functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
+def _ence_kernel(y, loc, scale, num_bins, strategy):
+    c = _spread_skill_kernel(y, loc, scale, num_bins, strategy)
+    full = c.weight > 0
+    term = jnp.where(full, jnp.abs(c.expected - c.observed) / jnp.where(full, c.expected, 1), 0)
+    return jnp.sum(term) / jnp.sum(full)
+
+
+@_v.validated
+def expected_normalized_calibration_error(
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike,
+    *,
+    bins: int = 10,
+    strategy: BinStrategy = "quantile",
+) -> jax.Array:
+    r"""Expected normalized calibration error, ENCE (Levi et al., 2022).
+
+    .. math:: \mathrm{ENCE} = \frac1K \sum_{k=1}^K
+        \frac{|\mathrm{RMV}_k - \mathrm{RMSE}_k|}{\mathrm{RMV}_k}
+
+    over the non-empty bins of :func:`spread_skill_curve` (bins by predicted scale).
+    0 for a perfectly calibrated spread; it does not go to 0 with finite bins of
+    noise (each bin's RMSE has sampling error of relative size about
+    :math:`1/\sqrt{2|B_k|}`).
+
+    Parameters
+    ----------
+    y_true, loc, scale : array_like, shape [N]
+        Observed values, predictive means and standard deviations (> 0).
+    bins : int, default 10
+        Number of bins.
+    strategy : {"quantile", "uniform"}, default "quantile"
+        See :func:`spread_skill_curve`.
+
+    Returns
+    -------
+    Array, scalar
+
+    See Also
+    --------
+    spread_skill_curve : The per-bin values.
+    calibration_error : Average calibration of PIT values.
+
+    References
+    ----------
+    Levi, Gispan, Giladi & Fetaya (2022), "Evaluating and Calibrating Uncertainty
+    Prediction in Regression Tasks", Sensors 22(15), 5540.
+
+    Examples
+    --------
+    >>> from bayescal.regression import expected_normalized_calibration_error as ence
+    >>> float(ence([2.0, -2.0, 2.0, -2.0], [0.0] * 4, [1.0, 1.0, 2.0, 2.0], bins=2))
+    0.5
+    """
+    y, mu, s = _gaussian_inputs(y_true, loc, scale)
+    num_bins = _check_binning(bins, strategy)
+    return _ence_kernel(y, mu, s, num_bins, strategy)
+
+
+# --------------------------------------------------------------------------- groups
+def _statistic(u: jax.Array, kind: str) -> jax.Array:
+    return u if kind == "quantile" else jnp.abs(2 * u - 1)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "num_levels", "kind"))
+def _group_curve_kernel(u, groups, num_groups, num_levels, kind):
+    v = _statistic(u, kind)
+    levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+
+    def one(g):
+        w = (groups == g).astype(u.dtype)
+        counts = count_at_or_below(v, num_levels, weights=w)
+        n_g = jnp.sum(w)
+        return counts / n_g, n_g  # empty group: 0/0 = NaN
+
+    observed, sizes = jax.vmap(one)(jnp.arange(num_groups))
+    expected = jnp.broadcast_to(levels, observed.shape)
+    weight = jnp.broadcast_to((sizes > 0).astype(u.dtype)[:, None], observed.shape)
+    return CalibrationCurve(expected, observed, weight)
+
+
+def _group_inputs(pit, groups, num_groups, num_levels, kind):
+    _v.check_choice(kind, "kind", _KINDS)
+    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    u = _v.check_pit(pit)
+    if num_groups is None:
+        if not _v.is_concrete(groups):
+            raise TypeError(
+                "num_groups=None reads the number of groups from the largest group id, "
+                "which needs concrete values; under jax.jit or jax.vmap pass num_groups."
+            )
+        g_np = np.asarray(groups)
+        if g_np.size == 0 or not np.issubdtype(g_np.dtype, np.number):
+            num_groups = 1  # the checks below raise with the proper message
+        else:
+            finite = g_np[np.isfinite(g_np)] if g_np.dtype.kind == "f" else g_np
+            num_groups = max(int(np.max(finite)) + 1, 1) if finite.size else 1
+    num_groups = _v.check_positive_int(num_groups, "num_groups")
+    g = _v.check_class_labels(groups, "groups", num_groups)
+    if g.shape != u.shape:
+        raise ValueError(
+            f"groups has shape {tuple(g.shape)} but pit has shape {tuple(u.shape)}; "
+            "pass one integer group id per PIT value."
+        )
+    return u, g, num_groups, num_levels
+
+
+@_v.validated
+def group_calibration_curve(
+    pit: ArrayLike,
+    groups: ArrayLike,
+    *,
+    num_groups: int | None = None,
+    num_levels: int = 100,
+    kind: CurveKind = "quantile",
+) -> CalibrationCurve:
+    r"""Calibration curve of the PIT values of each group, all groups at once.
+
+    For group :math:`g` with members :math:`I_g`, the curve of
+    :func:`calibration_curve` on :math:`\{u_i : i \in I_g\}`. All groups are
+    computed in one vmapped call with fixed shapes (a mask per group), so the
+    function works under ``jax.jit`` (with ``num_groups`` given).
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+        PIT values in [0, 1].
+    groups : array_like of int, shape [N]
+        Group id of each observation, in ``[0, num_groups)``.
+    num_groups : int, optional
+        Number of groups; default ``max(groups) + 1`` (read eagerly).
+    num_levels : int, default 100
+        Number of levels, including 0 and 1.
+    kind : {"quantile", "interval"}, default "quantile"
+        One-sided or central-interval calibration (see :func:`calibration_curve`).
+
+    Returns
+    -------
+    CalibrationCurve
+        Fields of shape ``[num_groups, num_levels]``: ``expected`` = levels,
+        ``observed`` = the group's fractions, ``weight`` = 1 (0 and NaN ``observed``
+        for an empty group).
+
+    See Also
+    --------
+    group_calibration_error : The error of each group's curve.
+    calibration_curve : One curve of all observations.
+
+    Examples
+    --------
+    >>> from bayescal.regression import group_calibration_curve
+    >>> c = group_calibration_curve([0.1, 0.9, 0.4, 0.6], [0, 0, 1, 1], num_levels=3)
+    >>> c.observed.tolist()
+    [[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]]
+    """
+    u, g, num_groups, num_levels = _group_inputs(pit, groups, num_groups, num_levels, kind)
+    return _group_curve_kernel(u, g, num_groups, num_levels, kind)
+
+
+@_v.validated
+def group_calibration_error(
+    pit: ArrayLike,
+    groups: ArrayLike,
+    *,
+    norm: Norm = "l1",
+    num_groups: int | None = None,
+    num_levels: int = 100,
+    kind: CurveKind = "quantile",
+) -> jax.Array:
+    """Calibration error of the PIT values of each group, all groups at once.
+
+    :func:`calibration_error` of each group's subset, from
+    :func:`group_calibration_curve`.
+
+    Parameters
+    ----------
+    pit : array_like, shape [N]
+        PIT values in [0, 1].
+    groups : array_like of int, shape [N]
+        Group id of each observation, in ``[0, num_groups)``.
+    norm : {"l1", "l2", "max"}, default "l1"
+        Mean absolute gap (MACE), root mean squared gap (RMSCE) or the largest gap.
+    num_groups : int, optional
+        Number of groups; default ``max(groups) + 1`` (read eagerly).
+    num_levels : int, default 100
+        Number of levels, including 0 and 1.
+    kind : {"quantile", "interval"}, default "quantile"
+        One-sided or central-interval calibration.
+
+    Returns
+    -------
+    Array, shape [num_groups]
+        NaN for an empty group.
+
+    See Also
+    --------
+    group_calibration_curve : The curves.
+    calibration_error : The error of all observations.
+    adversarial_group_calibration : The worst group of a given size.
+
+    Examples
+    --------
+    >>> from bayescal.regression import group_calibration_error
+    >>> e = group_calibration_error([0.1, 0.2, 0.5, 0.6], [0, 0, 1, 1], num_levels=3)
+    >>> [round(v, 4) for v in e.tolist()]
+    [0.1667, 0.0]
+    """
+    _v.check_choice(norm, "norm", NORMS)
+    u, g, num_groups, num_levels = _group_inputs(pit, groups, num_groups, num_levels, kind)
+    c = _group_curve_kernel(u, g, num_groups, num_levels, kind)
+    return curve_gap(c.expected, c.observed, c.weight, norm)
+
+
+# --------------------------------------------------------------------------- adversarial
+class AdversarialGroupCalibration(NamedTuple):
+    """Worst-group calibration error against group size (Monte Carlo estimate).
+
+    Attributes
+    ----------
+    group_size : Array, shape [R]
+        Group size as a fraction of the data, ``linspace(0, 1, R)`` (uncertainty-
+        toolbox's ``group_size``).
+    group_count : Array of int, shape [R]
+        Number of observations per group, ``max(round(N * group_size), 2)``.
+    mean : Array, shape [R]
+        Mean over the trials of the worst error among the drawn groups
+        (uncertainty-toolbox's ``score_mean``).
+    std : Array, shape [R]
+        Standard deviation (``ddof=1``) of the worst error over the trials; this is
+        what uncertainty-toolbox returns as ``score_stderr``.
+    stderr : Array, shape [R]
+        Standard error of ``mean``: ``std / sqrt(num_trials)``.
+    """
+
+    group_size: jax.Array
+    group_count: jax.Array
+    mean: jax.Array
+    std: jax.Array
+    stderr: jax.Array
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=("num_levels", "kind", "norm", "num_trials", "num_group_draws", "replace"),
+)
+def _adversarial_kernel(
+    key, u, counts, num_levels, kind, norm, num_trials, num_group_draws, replace
+):
+    n = u.shape[-1]
+    b = grid_index(_statistic(u, kind), num_levels)
+    levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+    positions = jnp.arange(n)
+
+    def one_draw(k, size):
+        if replace:
+            idx = jax.random.randint(k, (n,), 0, n)
+        else:
+            idx = jax.random.permutation(k, n)
+        w = (positions < size).astype(jnp.int32)
+        per_level = jax.ops.segment_sum(w, b[idx], num_segments=num_levels)
+        observed = jnp.cumsum(per_level).astype(u.dtype) / size.astype(u.dtype)
+        return curve_gap(levels, observed, jnp.ones_like(levels), norm)
+
+    def one_size(args):
+        k, size = args
+        keys = jax.random.split(k, num_trials * num_group_draws)
+        errs = jax.lax.map(lambda kk: one_draw(kk, size), keys, batch_size=64)
+        worst = jnp.max(errs.reshape(num_trials, num_group_draws), axis=1)
+        return jnp.mean(worst), jnp.std(worst, ddof=1)
+
+    keys = jax.random.split(key, counts.shape[0])
+    mean, std = jax.lax.map(one_size, (keys, counts))
+    return mean, std, std / np.sqrt(num_trials)
+
+
+@_v.validated
+def adversarial_group_calibration(
+    key: Any,
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike,
+    *,
+    norm: Norm = "l1",
+    kind: CurveKind = "interval",
+    num_levels: int = 100,
+    num_group_sizes: int = 10,
+    num_trials: int = 10,
+    num_group_draws: int = 10,
+    replace: bool = False,
+) -> AdversarialGroupCalibration:
+    r"""Adversarial group calibration of Normal predictives (uncertainty-toolbox).
+
+    For each group size :math:`r` in ``linspace(0, 1, num_group_sizes)`` (a fraction
+    of the :math:`N` observations; :math:`\max(\mathrm{round}(rN), 2)` points), each of
+    ``num_trials`` trials draws ``num_group_draws`` random groups of that size (without
+    replacement unless ``replace``) and keeps the worst calibration error among them;
+    the result is the mean and spread of that worst error over the trials. This is
+    uncertainty-toolbox's ``adversarial_group_calibration`` (``cali_type``
+    ``"mean_abs"`` = ``norm="l1"``, ``"root_mean_sq"`` = ``"l2"``; ``prop_type`` =
+    ``kind``; ``num_bins`` = ``num_levels``; ``num_group_bins`` = ``num_group_sizes``;
+    ``draw_with_replacement`` = ``replace``), computed in one compiled call. The
+    random groups differ, so the numbers agree with it within Monte Carlo error.
+
+    Parameters
+    ----------
+    key : PRNG key or int
+        Randomness of the groups (the result is random: key first).
+    y_true, loc, scale : array_like, shape [N]
+        Observed values, predictive means and standard deviations (> 0).
+    norm : {"l1", "l2", "max"}, default "l1"
+        Calibration error of a group (see :func:`calibration_error`).
+    kind : {"interval", "quantile"}, default "interval"
+        Central-interval (uncertainty-toolbox's default) or one-sided calibration.
+    num_levels : int, default 100
+        Levels of each group's calibration curve.
+    num_group_sizes : int, default 10
+        Number of group sizes, evenly spaced fractions from 0 to 1.
+    num_trials : int, default 10
+        Trials per group size (at least 2, for the standard deviation).
+    num_group_draws : int, default 10
+        Random groups per trial, of which the worst counts.
+    replace : bool, default False
+        Draw each group's members with replacement.
+
+    Returns
+    -------
+    AdversarialGroupCalibration
+        ``(group_size, group_count, mean, std, stderr)``, each of shape
+        ``[num_group_sizes]``.
+
+    See Also
+    --------
+    group_calibration_error : Errors of user-given groups.
+    calibration_error : Average calibration.
+
+    References
+    ----------
+    Chung, Neiswanger, Char & Schneider (2021), "Beyond Pinball Loss: Quantile Methods
+    for Calibrated Uncertainty Quantification", NeurIPS; uncertainty-toolbox
+    (``metrics_calibration.adversarial_group_calibration``).
+
+    Examples
+    --------
+    >>> from bayescal.regression import adversarial_group_calibration
+    >>> r = adversarial_group_calibration(0, [0.1, -0.5, 1.2, 0.3], [0.0] * 4,
+    ...                                   [1.0] * 4, num_group_sizes=3, num_trials=2)
+    >>> r.group_count.tolist()
+    [2, 2, 4]
+    """
+    k = as_key(key)
+    y, mu, s = _gaussian_inputs(y_true, loc, scale)
+    _v.check_choice(norm, "norm", NORMS)
+    _v.check_choice(kind, "kind", _KINDS)
+    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    num_group_sizes = _v.check_positive_int(num_group_sizes, "num_group_sizes")
+    num_trials = _v.check_positive_int(num_trials, "num_trials", minimum=2)
+    num_group_draws = _v.check_positive_int(num_group_draws, "num_group_draws")
+    replace = _v.check_bool(replace, "replace")
+    n = y.shape[-1]
+    if n < 2:
+        raise ValueError(
+            f"y_true has {n} observation; adversarial group calibration draws groups of "
+            "at least 2, so pass at least 2 observations."
+        )
+    ratios = np.linspace(0, 1, num_group_sizes)
+    # uncertainty-toolbox: max([int(round(num_pts * r)), 2]) (round half to even)
+    sizes = np.array([max(int(round(n * r)), 2) for r in ratios], np.int32)
+    u = ndtr((y - mu) / s)
+    mean, std, stderr = _adversarial_kernel(
+        k, u, jnp.asarray(sizes), num_levels, kind, norm, num_trials, num_group_draws, replace
+    )
+    return AdversarialGroupCalibration(
+        jnp.asarray(ratios, u.dtype), jnp.asarray(sizes), mean, std, stderr
+    )

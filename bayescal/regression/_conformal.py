@@ -1,0 +1,310 @@
+"""Split-conformal prediction intervals: the frequentist baseline.
+
+Fitted on a calibration split, like the recalibrators, and returned as frozen pytrees
+whose call gives ``(lower, upper)`` on new predictions:
+
+* :func:`fit_conformal`: absolute residuals ``|y - loc|`` (Vovk et al.; Lei et al.,
+  2018), or scale-normalized residuals ``|y - loc| / scale`` when a predictive scale is
+  given;
+* :func:`fit_conformalized_quantile`: conformalized quantile regression (CQR, Romano,
+  Patterson & Candes, 2019) on predicted lower / upper quantiles.
+
+Both use the finite-sample quantile: the ``k``-th smallest of the ``n`` calibration
+scores with ``k = ceil((n + 1)(1 - alpha))``, which gives marginal coverage
+``>= 1 - alpha`` on exchangeable data (and ``< 1 - alpha + 1 / (n + 1)`` without ties).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from fractions import Fraction
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+from bayescal._src import validation as _v
+from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.sorting import sort_last_axis
+
+__all__ = [
+    "ConformalCalibrator",
+    "ConformalizedQuantileCalibrator",
+    "fit_conformal",
+    "fit_conformalized_quantile",
+    "conformal_rank",
+]
+
+
+def _check_alpha(alpha: Any) -> float:
+    if isinstance(alpha, bool | np.bool_) or not isinstance(alpha, numbers.Real):
+        raise TypeError(
+            f"alpha must be a float in (0, 1), the miscoverage (0.1 for 90% "
+            f"intervals); got {type(alpha).__name__} {alpha!r}."
+        )
+    if not 0 < float(alpha) < 1:
+        raise ValueError(
+            f"alpha must be a float in (0, 1), the miscoverage (0.1 for 90% intervals); "
+            f"got {alpha!r}."
+        )
+    return float(alpha)
+
+
+def conformal_rank(n: int, alpha: float) -> int:
+    """The rank ``k = ceil((n + 1)(1 - alpha))`` of the conformal quantile.
+
+    ``alpha`` is read as the shortest decimal that prints as it (``0.1`` is 1/10, not
+    the binary float just above it), so that e.g. ``n = 19, alpha = 0.1`` gives
+    ``k = 18`` exactly. Raises ``ValueError`` when ``k > n``: the calibration set is
+    too small for that ``alpha``.
+
+    Parameters
+    ----------
+    n : int
+        Number of calibration scores.
+    alpha : float in (0, 1)
+        Miscoverage.
+
+    Returns
+    -------
+    int
+        The rank, in ``[1, n]``.
+
+    Examples
+    --------
+    >>> from bayescal.regression import conformal_rank
+    >>> conformal_rank(19, 0.1), conformal_rank(100, 0.1)
+    (18, 91)
+    """
+    alpha = _check_alpha(alpha)
+    k = math.ceil((n + 1) * (1 - Fraction(repr(alpha))))
+    if k > n:
+        need = math.ceil(Fraction(1) / Fraction(repr(alpha))) - 1
+        raise ValueError(
+            f"the calibration set has n={n} observations, too few for alpha={alpha}: "
+            f"the conformal rank ceil((n + 1)(1 - alpha)) = {k} exceeds n, so the "
+            f"interval would be infinite. Use at least {need} calibration observations "
+            "or a larger alpha."
+        )
+    return max(k, 1)
+
+
+@functools.partial(jax.jit, static_argnames=("k",))
+def _kth_smallest(scores: jax.Array, k: int) -> jax.Array:
+    return sort_last_axis(scores)[..., k - 1]
+
+
+@pytree_dataclass(data=("quantile",), meta=("alpha", "normalized"))
+class ConformalCalibrator:
+    r"""Fitted split-conformal intervals: ``loc -/+ quantile`` (times ``scale``).
+
+    Attributes
+    ----------
+    quantile : Array, scalar
+        The conformal quantile :math:`\hat q` of the calibration scores.
+    alpha : float
+        The miscoverage it was fitted for.
+    normalized : bool
+        Scores were ``|y - loc| / scale``: the interval is ``loc -/+ q * scale``.
+    """
+
+    quantile: jax.Array
+    alpha: float = 0.1
+    normalized: bool = False
+
+    def __call__(
+        self, loc: ArrayLike, scale: ArrayLike | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """The interval ``(lower, upper)`` for new predictive means (and scales)."""
+        mu = _v.as_float_array(loc, "loc")
+        if self.normalized:
+            if scale is None:
+                raise ValueError(
+                    "this calibrator was fitted on scale-normalized residuals; pass the "
+                    "test predictions' scale too: calibrator(loc, scale)."
+                )
+            s = _v.as_float_array(scale, "scale")
+            _v.check_broadcastable("loc", tuple(mu.shape), scale=s)
+            _v.check_positive(s, "scale")
+            half = self.quantile * s
+        else:
+            if scale is not None:
+                raise ValueError(
+                    "this calibrator was fitted on absolute residuals (no scale); call it "
+                    "with loc only, or refit with fit_conformal(y_true, loc, scale)."
+                )
+            half = self.quantile
+        dtype = jnp.result_type(mu.dtype, jnp.asarray(half).dtype)
+        return (mu - half).astype(dtype), (mu + half).astype(dtype)
+
+
+@pytree_dataclass(data=("quantile",), meta=("alpha",))
+class ConformalizedQuantileCalibrator:
+    r"""Fitted CQR intervals: ``(lower - quantile, upper + quantile)``.
+
+    Attributes
+    ----------
+    quantile : Array, scalar
+        The conformal quantile :math:`\hat q` of the CQR scores (negative when the
+        predicted intervals were too wide: they shrink).
+    alpha : float
+        The miscoverage it was fitted for.
+    """
+
+    quantile: jax.Array
+    alpha: float = 0.1
+
+    def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
+        """The conformalized interval for new predicted lower / upper quantiles."""
+        lo = _v.as_float_array(lower, "lower")
+        hi = _v.as_float_array(upper, "upper")
+        _v.check_same_shape(lower=lo, upper=hi)
+        return lo - self.quantile, hi + self.quantile
+
+
+def _one_d(x: Any, name: str) -> jax.Array:
+    a = _v.as_float_array(x, name)
+    _v.check_ndim(a, name, 1)
+    _v.check_nonempty(a, name)
+    _v.check_finite(a, name)
+    return a
+
+
+@_v.validated
+def fit_conformal(
+    y_true: ArrayLike,
+    loc: ArrayLike,
+    scale: ArrayLike | None = None,
+    *,
+    alpha: float = 0.1,
+) -> ConformalCalibrator:
+    r"""Split-conformal intervals from a calibration split.
+
+    Scores :math:`s_i = |y_i - \mu_i|` (or :math:`|y_i - \mu_i| / \sigma_i` with
+    ``scale``); :math:`\hat q` is the :math:`k`-th smallest with
+    :math:`k = \lceil (n + 1)(1 - \alpha) \rceil` (:func:`conformal_rank`). The
+    interval on a new point is :math:`\mu \pm \hat q` (or :math:`\mu \pm \hat q\sigma`),
+    with marginal coverage :math:`\ge 1 - \alpha` on exchangeable data whatever the
+    model.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Observed values of the calibration split.
+    loc : array_like, shape [N]
+        Point predictions (predictive means or medians) on it.
+    scale : array_like, shape [N], optional
+        Predictive standard deviations (> 0): normalized scores, so the intervals adapt
+        to the predicted spread.
+    alpha : float in (0, 1), default 0.1
+        Miscoverage: ``1 - alpha`` intervals.
+
+    Returns
+    -------
+    ConformalCalibrator
+        Call it on test ``loc`` (and ``scale``) to get ``(lower, upper)``.
+
+    Raises
+    ------
+    ValueError
+        If ``N < ceil(1 / alpha) - 1`` (the interval would be infinite).
+
+    See Also
+    --------
+    fit_conformalized_quantile : Conformalized quantile regression.
+    fit_sigma_scaling : The Bayesian recalibration baseline (rescaled ``scale``).
+    recalibrated_interval : Intervals from an isotonic recalibrator.
+
+    References
+    ----------
+    Lei, G'Sell, Rinaldo, Tibshirani & Wasserman (2018), "Distribution-Free Predictive
+    Inference for Regression", JASA 113(523).
+
+    Examples
+    --------
+    >>> from bayescal.regression import fit_conformal
+    >>> cal = fit_conformal([1.0, 2.0, 3.0, 4.0], [1.5, 2.0, 2.0, 4.5], alpha=0.2)
+    >>> float(cal.quantile)
+    1.0
+    >>> [v.tolist() for v in cal([0.0])]
+    [[-1.0], [1.0]]
+    """
+    y = _one_d(y_true, "y_true")
+    mu = _one_d(loc, "loc")
+    _v.check_same_shape(y_true=y, loc=mu)
+    a = _check_alpha(alpha)
+    k = conformal_rank(y.shape[-1], a)
+    scores = jnp.abs(y - mu)
+    if scale is not None:
+        s = _one_d(scale, "scale")
+        _v.check_same_shape(y_true=y, scale=s)
+        _v.check_positive(s, "scale")
+        scores = scores / s
+    return ConformalCalibrator(_kth_smallest(scores, k), a, scale is not None)
+
+
+@_v.validated
+def fit_conformalized_quantile(
+    y_true: ArrayLike,
+    lower: ArrayLike,
+    upper: ArrayLike,
+    *,
+    alpha: float = 0.1,
+) -> ConformalizedQuantileCalibrator:
+    r"""Conformalized quantile regression (CQR) from a calibration split.
+
+    From predicted lower / upper quantiles (e.g. at ``alpha / 2`` and
+    ``1 - alpha / 2``, from draws or a quantile model), the scores are
+    :math:`E_i = \max(l_i - y_i,\ y_i - u_i)` and :math:`\hat q` is their
+    :math:`k`-th smallest, :math:`k = \lceil (n + 1)(1 - \alpha) \rceil`. The interval
+    on a new point is :math:`[l - \hat q,\ u + \hat q]`, with marginal coverage
+    :math:`\ge 1 - \alpha`.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Observed values of the calibration split.
+    lower, upper : array_like, shape [N]
+        Predicted lower and upper quantiles on it.
+    alpha : float in (0, 1), default 0.1
+        Miscoverage: ``1 - alpha`` intervals.
+
+    Returns
+    -------
+    ConformalizedQuantileCalibrator
+        Call it on test ``(lower, upper)`` to get the conformalized interval.
+
+    Raises
+    ------
+    ValueError
+        If ``N < ceil(1 / alpha) - 1``.
+
+    See Also
+    --------
+    fit_conformal : Split conformal on residuals.
+    recalibrated_interval : Intervals from an isotonic recalibrator.
+
+    References
+    ----------
+    Romano, Patterson & Candes (2019), "Conformalized Quantile Regression", NeurIPS.
+
+    Examples
+    --------
+    >>> from bayescal.regression import fit_conformalized_quantile
+    >>> cqr = fit_conformalized_quantile([0.0, 1.0, 5.0], [-1.0, 0.5, 0.0],
+    ...                                  [1.0, 2.0, 3.0], alpha=0.25)
+    >>> float(cqr.quantile)
+    2.0
+    """
+    y = _one_d(y_true, "y_true")
+    lo = _one_d(lower, "lower")
+    hi = _one_d(upper, "upper")
+    _v.check_same_shape(y_true=y, lower=lo, upper=hi)
+    a = _check_alpha(alpha)
+    k = conformal_rank(y.shape[-1], a)
+    scores = jnp.maximum(lo - y, y - hi)
+    return ConformalizedQuantileCalibrator(_kth_smallest(scores, k), a)
