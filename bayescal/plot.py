@@ -23,6 +23,7 @@ __all__ = [
     "pit_ecdf",
     "pit_histogram",
     "sharpness",
+    "smooth_reliability_diagram",
 ]
 
 _DIAGONAL = {"color": "0.35", "linestyle": "--", "linewidth": 1.0}
@@ -838,4 +839,109 @@ def sharpness(
     ax.set_ylabel("count")
     ax.set_xlim(left=0.0)
     _legend_below(ax, ncols=3)
+    return ax
+
+
+# ------------------------------------------------------------------- smooth reliability
+
+
+def smooth_reliability_diagram(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    ax: Any = None,
+    key: Any = None,
+    bandwidth: float | None = None,
+    num_samples: int = 200,
+    level: float = 0.95,
+    density: bool = True,
+    label: str | None = None,
+    color: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """Smoothed reliability diagram (Blasiok & Nakkiran, 2023), as relplot draws it.
+
+    The kernel-smoothed frequency of positives against the predicted probability
+    (:func:`bayescal.classification.smooth_reliability_curve`, at the smooth-ECE
+    bandwidth), the diagonal, a pointwise bootstrap band when a ``key`` is given
+    (:func:`bayescal.classification.smooth_reliability_band`), the density of the
+    predictions as a shaded profile at the bottom, and the smooth ECE in the legend.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels 0/1.
+    y_prob : array_like, shape [N]
+        Predicted probabilities of class 1.
+    ax : matplotlib Axes, optional
+    key : PRNG key or int, optional
+        Draw the bootstrap band with this randomness; ``None`` (default): no band.
+    bandwidth : float in (0, 1], optional
+        Kernel standard deviation; default the smooth-ECE fixed point.
+    num_samples : int, default 200
+        Bootstrap resamples for the band.
+    level : float, default 0.95
+        Pointwise level of the band.
+    density : bool, default True
+        Shade the kernel density of the predictions along the bottom.
+    label : str, optional
+        Legend label of the curve (default ``"smoothed (smECE = ...)"``).
+    color : matplotlib color, optional
+    **kwargs
+        Passed to ``ax.plot`` for the curve.
+
+    Returns
+    -------
+    matplotlib Axes
+
+    See Also
+    --------
+    reliability_diagram : The binned diagram.
+    bayescal.classification.smooth_calibration_error : The number in the legend.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from bayescal import plot
+    >>> ax = plot.smooth_reliability_diagram([0, 1, 1, 0, 1], [0.1, 0.8, 0.6, 0.3, 0.9])
+    >>> ax.get_ylabel()
+    'observed frequency'
+    """
+    from bayescal import classification as _clf
+
+    ax = _axes(ax)
+    error, sigma = _clf.smooth_calibration_error(
+        y_true, y_prob, bandwidth=bandwidth, return_bandwidth=True
+    )
+    if key is not None:
+        curve = _clf.smooth_reliability_band(
+            key, y_true, y_prob, bandwidth=sigma, num_samples=num_samples, level=level
+        )
+    else:
+        curve = _clf.smooth_reliability_curve(y_true, y_prob, bandwidth=sigma)
+    t, mu, dens = _np(curve.expected), _np(curve.observed), _np(curve.weight)
+    color = _color(0, color)
+    _reference_line(ax, [0, 1], [0, 1], "ideal")
+    if curve.lower is not None and curve.upper is not None:
+        ax.fill_between(
+            t,
+            _np(curve.lower),
+            _np(curve.upper),
+            color=color,
+            alpha=0.2,
+            linewidth=0,
+            label=f"{level:.0%} bootstrap band",
+        )
+    name = label or f"smoothed (smECE = {float(error):.3f})"
+    ax.plot(t, mu, color=color, linewidth=2, label=name, **kwargs)
+    if density:
+        # the density profile, scaled to a tenth of the panel's height
+        profile = 0.1 * dens / max(float(np.max(dens)), np.finfo(float).tiny)
+        ax.fill_between(t, 0, profile, color="0.5", alpha=0.3, linewidth=0,
+                        label="density of predictions")
+    _unit_square(ax)
+    ax.set_xlabel("predicted probability")
+    ax.set_ylabel("observed frequency")
+    ax.legend(loc="upper left", fontsize="small", frameon=False)
     return ax
