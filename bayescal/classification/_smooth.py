@@ -86,7 +86,8 @@ def _interpolate(t: jax.Array, y: jax.Array) -> jax.Array:
     """relplot's ``interpolate``: the piecewise-linear function ``i/(K-1) -> y[i]``."""
     k = y.shape[-1]
     idx = jnp.clip(jnp.floor(t * (k - 1)), 0, k - 2).astype(jnp.int32)
-    resid = (t - idx / (k - 1)) * (k - 1)
+    bucket = 1.0 / (k - 1)
+    resid = (t - idx.astype(t.dtype) * bucket) / bucket  # int / int would be float32
     return y[..., idx] * (1 - resid) + y[..., idx + 1] * resid
 
 
