@@ -255,3 +255,21 @@ def test_adversarial_key_semantics_and_bad_input():
         reg.adversarial_group_calibration(0, y, loc, scale, kind="central")
     with pytest.raises(ValueError, match="at least 2 observations"):
         reg.adversarial_group_calibration(0, y[:1], loc[:1], scale[:1])
+
+
+def test_selection_sampling_draws_exact_sizes_uniformly():
+    # Knuth's Algorithm S: each lane selects exactly k_m points, and each point is
+    # selected with probability k_m / n. With one level per point (b = arange), the
+    # counts are inclusion indicators; over 400 lanes of size 10 from n = 40 each point's
+    # inclusion count is Binomial(400, 1/4): mean 100, sd sqrt(75) = 8.7; 5 sd bound.
+    from bayescal.regression._conditional import _subset_counts_without_replacement
+
+    n, lanes, k = 40, 400, 10
+    sizes = jnp.concatenate([jnp.full((lanes,), k, jnp.int32), jnp.array([0, 1, n], jnp.int32)])
+    counts = np.asarray(
+        _subset_counts_without_replacement(jax.random.key(0), jnp.arange(n), sizes, n)
+    )
+    np.testing.assert_array_equal(counts.sum(axis=1), np.asarray(sizes))
+    assert counts.max() == 1  # without replacement
+    inclusion = counts[:lanes].sum(axis=0)
+    assert np.all(np.abs(inclusion - lanes * k / n) < 5 * np.sqrt(lanes * 0.25 * 0.75))

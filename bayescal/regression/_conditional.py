@@ -399,6 +399,46 @@ class AdversarialGroupCalibration(NamedTuple):
     stderr: jax.Array
 
 
+def _subset_counts_without_replacement(key, b, sizes, num_levels):
+    """Per-level counts of one uniform random subset of ``sizes[m]`` points per lane.
+
+    Knuth's selection sampling (Algorithm S): point ``i`` joins lane ``m``'s subset with
+    probability ``(k_m - taken_m) / (n - i)``, which gives every subset of size ``k_m``
+    the same probability. One pass over the points for all lanes at once, no sort (XLA's
+    sort, behind ``jax.random.permutation``, is slow on CPU).
+    """
+    n = b.shape[-1]
+    lanes = sizes.shape[0]
+
+    def step(carry, i):
+        counts, taken = carry
+        u = jax.random.uniform(jax.random.fold_in(key, i), (lanes,), jnp.float32)
+        need = sizes - taken
+        remaining = n - i
+        take = (need >= remaining) | (u * remaining.astype(jnp.float32) < need)
+        take = take & (need > 0)
+        counts = counts.at[:, b[i]].add(take.astype(jnp.int32), mode="drop")
+        return (counts, taken + take.astype(jnp.int32)), None
+
+    init = (jnp.zeros((lanes, num_levels), jnp.int32), jnp.zeros((lanes,), jnp.int32))
+    (counts, _), _ = jax.lax.scan(step, init, jnp.arange(n, dtype=jnp.int32))
+    return counts
+
+
+def _subset_counts_with_replacement(key, b, sizes, num_levels):
+    """Per-level counts of ``sizes[m]`` points drawn with replacement, per lane."""
+    n = b.shape[-1]
+    positions = jnp.arange(n)
+
+    def one(k, size):
+        idx = jax.random.randint(k, (n,), 0, n)
+        w = (positions < size).astype(jnp.int32)
+        return jax.ops.segment_sum(w, b[idx], num_segments=num_levels)
+
+    keys = jax.random.split(key, sizes.shape[0])
+    return jax.lax.map(lambda a: one(*a), (keys, sizes), batch_size=64)
+
+
 @functools.partial(
     jax.jit,
     static_argnames=("num_levels", "kind", "norm", "num_trials", "num_group_draws", "replace"),
@@ -406,30 +446,17 @@ class AdversarialGroupCalibration(NamedTuple):
 def _adversarial_kernel(
     key, u, counts, num_levels, kind, norm, num_trials, num_group_draws, replace
 ):
-    n = u.shape[-1]
     b = grid_index(_statistic(u, kind), num_levels)
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
-    positions = jnp.arange(n)
-
-    def one_draw(k, size):
-        if replace:
-            idx = jax.random.randint(k, (n,), 0, n)
-        else:
-            idx = jax.random.permutation(k, n)
-        w = (positions < size).astype(jnp.int32)
-        per_level = jax.ops.segment_sum(w, b[idx], num_segments=num_levels)
-        observed = jnp.cumsum(per_level).astype(u.dtype) / size.astype(u.dtype)
-        return curve_gap(levels, observed, jnp.ones_like(levels), norm)
-
-    def one_size(args):
-        k, size = args
-        keys = jax.random.split(k, num_trials * num_group_draws)
-        errs = jax.lax.map(lambda kk: one_draw(kk, size), keys, batch_size=64)
-        worst = jnp.max(errs.reshape(num_trials, num_group_draws), axis=1)
-        return jnp.mean(worst), jnp.std(worst, ddof=1)
-
-    keys = jax.random.split(key, counts.shape[0])
-    mean, std = jax.lax.map(one_size, (keys, counts))
+    per_size = num_trials * num_group_draws
+    sizes = jnp.repeat(counts, per_size)  # one lane per (size, trial, draw)
+    draw = _subset_counts_with_replacement if replace else _subset_counts_without_replacement
+    per_level = draw(key, b, sizes, num_levels)
+    observed = jnp.cumsum(per_level, axis=-1).astype(u.dtype) / sizes[:, None].astype(u.dtype)
+    errs = curve_gap(levels, observed, jnp.ones_like(levels), norm)
+    worst = jnp.max(errs.reshape(counts.shape[0], num_trials, num_group_draws), axis=-1)
+    mean = jnp.mean(worst, axis=-1)
+    std = jnp.std(worst, axis=-1, ddof=1)
     return mean, std, std / np.sqrt(num_trials)
 
 
