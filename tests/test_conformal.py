@@ -163,3 +163,22 @@ def test_bad_input_raises():
         cal_n(loc)
     with pytest.raises(ValueError, match="fitted on absolute residuals"):
         reg.fit_conformal(y, loc, alpha=0.2)(loc, scale)
+
+
+def test_save_load_round_trip(tmp_path):
+    from bayescal.classification import load_calibrator, save_calibrator
+    from bayescal.core import Calibrator
+
+    y, loc, scale = _pool(5, 40)
+    fitted = [
+        reg.fit_conformal(y, loc, scale, alpha=0.2),
+        reg.fit_conformal(y, loc, alpha=0.1),
+        reg.fit_conformalized_quantile(y, loc - scale, loc + scale, alpha=0.25),
+    ]
+    for i, cal in enumerate(fitted):
+        assert isinstance(cal, Calibrator)
+        path = tmp_path / f"c{i}.npz"
+        save_calibrator(cal, path)
+        back = load_calibrator(path)
+        assert back == cal
+        assert type(back) is type(cal)
