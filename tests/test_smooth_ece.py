@@ -112,15 +112,16 @@ def test_perfect_predictions_have_small_error_and_fixed_point():
 
 def test_band_contains_curve_and_is_reproducible():
     y, p = _data(8, 400, 1.0)
-    a = smooth_reliability_band(0, y, p, num_samples=50, num_points=50)
-    b = smooth_reliability_band(jax.random.key(0), y, p, num_samples=50, num_points=50)
+    kw = {"num_samples": 50, "num_points": 50, "bandwidth": 0.1}
+    a = smooth_reliability_band(0, y, p, **kw)
+    b = smooth_reliability_band(jax.random.key(0), y, p, **kw)
     np.testing.assert_array_equal(np.asarray(a.lower), np.asarray(b.lower))
     lo, hi, mu = np.asarray(a.lower), np.asarray(a.upper), np.asarray(a.observed)
     assert np.all(lo <= hi)
     # the full-data curve lies inside its 95% bootstrap band except at a few points
     inside = (mu >= lo - 1e-6) & (mu <= hi + 1e-6)
     assert inside.mean() > 0.9
-    c = smooth_reliability_band(1, y, p, num_samples=50, num_points=50)
+    c = smooth_reliability_band(1, y, p, **kw)
     assert not np.array_equal(np.asarray(c.lower), lo)
 
 
