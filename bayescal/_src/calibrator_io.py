@@ -93,6 +93,20 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
                 "levels in [0, 1], nondecreasing",
             ),
         ],
+        "ConformalCalibrator": [
+            (
+                "alpha",
+                lambda d: isinstance(d["alpha"], int | float) and 0 < d["alpha"] < 1,
+                "a float in (0, 1)",
+            ),
+        ],
+        "ConformalizedQuantileCalibrator": [
+            (
+                "alpha",
+                lambda d: isinstance(d["alpha"], int | float) and 0 < d["alpha"] < 1,
+                "a float in (0, 1)",
+            ),
+        ],
         "SigmaScaling": [
             ("factor", lambda d: bool(np.all(d["factor"] > 0)), "> 0"),
             (
