@@ -204,8 +204,9 @@ def _curve_metrics(pit, num_levels):
     for kind in ("quantile", "interval"):
         metrics[kind] = {
             "MACE": float(reg.calibration_error(pit, kind=kind, num_levels=num_levels)),
-            "RMSCE": float(reg.calibration_error(pit, kind=kind, norm="l2",
-                                                 num_levels=num_levels)),
+            "RMSCE": float(
+                reg.calibration_error(pit, kind=kind, norm="l2", num_levels=num_levels)
+            ),
             "max gap": float(reg.calibration_error(pit, kind=kind, norm="max",
                                                    num_levels=num_levels)),
             "area (exact)": float(reg.miscalibration_area(pit, kind=kind)),
@@ -320,8 +321,8 @@ def _all_finite(result: dict[str, Any], dtype: np.dtype) -> None:
     if bad or ("_pit" in result and not np.isfinite(result["_pit"]).all()):
         raise InputError(
             f"the values are too large or too small for {dtype.name} arithmetic (a "
-            "metric came out non-finite); rescale the data (e.g. standardize) or run with "
-            "JAX_ENABLE_X64=1"
+            "metric came out non-finite); rescale the data (e.g. standardize)"
+            + (" or run with JAX_ENABLE_X64=1" if dtype != np.float64 else "")
         )
 
 
@@ -365,13 +366,13 @@ def run_evaluate(
         else:
             result = _regression_report(task, dtype, num_levels, seed, chunk_mb << 20)
             kind = "regression"
+        _all_finite(result, dtype)
     except InputError as err:
         raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
                          str(err)) from None
     finally:
         if isinstance(task.get("draws"), DrawSource):
             task["draws"].close()
-    _all_finite(result, dtype)
     result["notes"] = task.get("notes", []) + result["notes"]
 
     print(f"{file}: {kind}, {n} observations, from {task['source']}")
