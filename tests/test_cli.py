@@ -189,7 +189,7 @@ def test_evaluate_bad_files(tmp_path):
     cases["unreadable netcdf"] = (garbage, "not a readable ArviZ NetCDF file")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(bytes(range(256)) * 4)
-    cases["binary csv"] = (binary, "not a text CSV file")
+    cases["binary csv"] = (binary, "not a UTF-8 text CSV file")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(posterior={"mu": np.zeros((1, 10))})
