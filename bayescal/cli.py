@@ -135,7 +135,7 @@ def _build_parser() -> OneLineParser:
     ev.add_argument(
         "--chunk-mb",
         type=bounded_int("--chunk-mb", *_o.CHUNK_MB),
-        default=128,
+        default=64,
         help="draws: megabytes of draws read and processed at a time (default: %(default)s)",
     )
     ev.add_argument("--no-plots", action="store_true", help="write no PNG files")

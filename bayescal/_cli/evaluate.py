@@ -81,7 +81,10 @@ def as_compute(name: str, values: np.ndarray, dtype: np.dtype):
         np.issubdtype(values.dtype, np.number) or values.dtype == bool
     ):
         raise InputError(f"'{name}' has dtype {values.dtype}; numbers are needed")
-    raw = np.asarray(values, dtype=np.float64) if values.dtype != np.float64 else values
+    if values.dtype.kind == "f" and values.dtype.itemsize >= np.dtype(dtype).itemsize:
+        raw = values  # float32 or float64 as read: checked without a float64 copy
+    else:
+        raw = np.asarray(values, dtype=np.float64)
     bad = ~np.isfinite(raw)
     if bad.any():
         n_nan = int(np.isnan(raw).sum())
@@ -94,6 +97,9 @@ def as_compute(name: str, values: np.ndarray, dtype: np.dtype):
             f"'{name}' has {n_nan} NaN or missing and {int(bad.sum()) - n_nan} infinite "
             f"values ({where}); drop or impute those rows first"
         )
+    del bad
+    if raw.dtype == dtype:
+        return raw
     with np.errstate(over="ignore", under="ignore"):
         out = raw.astype(dtype)
     if not np.isfinite(out).all():
@@ -137,7 +143,7 @@ def _check_normal(y, loc, scale, dtype):
 
 # --------------------------------------------------------------------------- draws
 def draw_statistics(
-    src: DrawSource, dtype: np.dtype, *, chunk_bytes: int = 128 << 20
+    src: DrawSource, dtype: np.dtype, *, chunk_bytes: int = 64 << 20
 ) -> dict[str, Any]:
     """One streamed pass over the draws: counts, flags and per-observation scores.
 
@@ -156,24 +162,29 @@ def draw_statistics(
     integer = bool(np.all(y == np.round(y)))
     binary = bool(np.isin(y, (0.0, 1.0)).all())
     w = (2.0 * np.arange(1, s + 1) - s - 1) / (s * s)  # pair term weights, order stats
+    # float64 work in column blocks of about 8 MB, so the temporaries stay small
+    width = max(1, (8 << 20) // (8 * s))
     for offset, block in src.chunks(chunk_bytes, dtype.itemsize):
         d = as_compute(src.name, block, dtype)
-        cols = slice(offset, offset + d.shape[1])
-        yc = y[cols]
-        le[cols] = np.count_nonzero(d <= yc, axis=0)
-        lt[cols] = np.count_nonzero(d < yc, axis=0)
-        if integer:
-            integer = bool(np.all(d == np.round(d)))
-        if binary:
-            binary = bool(np.all((d == 0) | (d == 1)))
-        d64 = d.astype(np.float64)
-        m = d64.mean(0)
-        mean[cols] = m
-        var[cols] = np.mean((d64 - m) ** 2, axis=0)
-        term1 = np.mean(np.abs(d64 - yc.astype(np.float64)), axis=0)
-        d64.sort(axis=0)
-        crps[cols] = term1 - w @ d64  # 0.5 * 2 / S^2 sum (2i - S - 1) x_(i)
-        del d, d64
+        del block
+        for a in range(0, d.shape[1], width):
+            sub = d[:, a : a + width]
+            cols = slice(offset + a, offset + a + sub.shape[1])
+            yc = y[cols]
+            le[cols] = np.count_nonzero(sub <= yc, axis=0)
+            lt[cols] = np.count_nonzero(sub < yc, axis=0)
+            if integer:
+                integer = bool(np.all(sub == np.round(sub)))
+            if binary:
+                binary = bool(np.all((sub == 0) | (sub == 1)))
+            d64 = sub.astype(np.float64)
+            m = d64.mean(0)
+            mean[cols] = m
+            var[cols] = np.mean((d64 - m) ** 2, axis=0)
+            term1 = np.mean(np.abs(d64 - yc.astype(np.float64)), axis=0)
+            d64.sort(axis=0)
+            crps[cols] = term1 - w @ d64  # 0.5 * 2 / S^2 sum (2i - S - 1) x_(i)
+        del d
     return {"le": le, "lt": lt, "integer": integer, "binary": binary, "mean": mean,
             "crps": crps, "var": var, "num_draws": s}
 
@@ -339,7 +350,7 @@ def run_evaluate(
     seed: int = 0,
     plots: bool = True,
     force: bool = False,
-    chunk_mb: int = 128,
+    chunk_mb: int = 64,
 ) -> dict[str, Any]:
     out_dir = pathlib.Path(out)
     check_target(out_dir, force=force)  # refuse before any work
