@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 
-.PHONY: test test-x64 demo bench lint docs clean
+.PHONY: test test-x64 fuzz demo bench lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,12 @@ test: $(VENV)/.test-installed $(VENV)/.docs-installed
 	$(PY) -m pytest -n 2 -q
 	JAX_ENABLE_X64=1 $(PY) -m pytest -n 2 -q -m "not slow" tests
 	$(MAKE) docs
+
+# The fuzz harness with thousands of examples per public function (tests/test_fuzz.py;
+# `make test` runs a few per function).
+fuzz: $(VENV)/.test-installed
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
+	HYPOTHESIS_PROFILE=fuzz JAX_ENABLE_X64=1 $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
 
 demo: $(VENV)/.installed
 	$(BIN)/bayescal demo

@@ -57,6 +57,9 @@ def test_help_documents_every_option():
         "--bins",
         "--seed",
         "--no-plots",
+        "--layout",
+        "--force",
+        "--chunk-mb",
     ):
         assert option in out.stdout
     assert run("demo", "--help").returncode == 0
@@ -145,16 +148,18 @@ def test_evaluate_arviz_netcdf(tmp_path):
 
 
 BAD_CSV = {
-    "missing column": ("y,foo\n1,2\n3,4\n", "cannot tell what the columns mean"),
+    "missing column": ("y,foo\n1,2\n3,4\n", "the columns do not match one layout \\(found: y, foo\\)"),
     "no y": ("loc,scale\n1,2\n", "no 'y' column"),
     "nan": ("y,loc,scale\n1,nan,1\n2,0,1\n", "'loc' has 1 NaN"),
     "non-numeric": ("y,loc,scale\n1,a,1\n2,0,1\n", "column 'loc' is not numeric"),
-    "ragged": ("y,loc,scale\n1,0\n", "line 2 has 2 fields"),
+    "ragged short": ("y,loc,scale\n1,0\n2,0,1\n", "'scale' has 1 NaN or missing .* data row 1"),
+    "ragged long": ("y,loc,scale\n1,0,1\n2,0,1,4\n", "Expected 3 fields in line 3, saw 4"),
+    "ragged long first row": ("y,loc,scale\n1,0,1,4\n2,0,1\n", "more fields than the header"),
     "empty": ("", "the CSV file is empty"),
     "header only": ("y,loc,scale\n", "no data rows"),
     "bad scale": ("y,loc,scale\n1,0,0\n2,0,1\n", "'scale' must be > 0"),
     "bad prob": ("y,prob\n1,1.5\n0,0.2\n", "'prob' must lie in \\[0, 1\\]"),
-    "bad labels": ("y,prob\n2,0.5\n0,0.2\n", "'y' must hold 0/1 labels"),
+    "bad labels": ("y,prob\n2,0.5\n0,0.2\n", "'y' must hold 0/1 labels \\(found 0, 2\\)"),
 }
 
 
@@ -184,7 +189,7 @@ def test_evaluate_bad_files(tmp_path):
     cases["unreadable netcdf"] = (garbage, "not a readable ArviZ NetCDF file")
     binary = tmp_path / "binary.csv"
     binary.write_bytes(bytes(range(256)) * 4)
-    cases["binary csv"] = (binary, "not a text CSV file")
+    cases["binary csv"] = (binary, "not a UTF-8 text CSV file")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_dict(posterior={"mu": np.zeros((1, 10))})
@@ -202,7 +207,7 @@ def test_evaluate_bad_files(tmp_path):
         assert re.search(message, out.stderr), (name, out.stderr)
         assert not (tmp_path / name / "report.json").exists()
     out = run("evaluate", str(tmp_path / "nope.csv"), "--num-levels", "1")
-    assert out.returncode == 2 and "--num-levels must be >= 2" in out.stderr
+    assert out.returncode == 2 and "argument --num-levels: must be in [2, 10000]; got 1" in out.stderr
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal import regression as reg
+from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.report import format_table
 from bayescal.datasets import load_diabetes
 
@@ -224,13 +225,19 @@ def run_demo(
     num_samples: int = 1000,
     num_warmup: int = 500,
     progress: bool = True,
+    force: bool = False,
 ) -> dict:
-    """Run the demo, print the report and write it (JSON) into ``out``."""
+    """Run the demo, print the report and write it (JSON) into ``out``.
+
+    The folder is written all at once when everything succeeded (see
+    :func:`bayescal._cli.output.staged_output`); an existing non-empty ``out`` is
+    refused before any work unless ``force``.
+    """
     from numpyro.infer import MCMC, NUTS
 
     t0 = time.perf_counter()
     out_dir = pathlib.Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_target(out_dir, force=force)
     rng = np.random.default_rng(seed)
 
     data = load_diabetes()
@@ -280,9 +287,19 @@ def run_demo(
             "the other way (isotonic maps whole bins to 0 or 1); bayescal never clips silently."
         )
 
-    plots = _write_plots(out_dir, pits, probs, y_te)
+    with staged_output(out_dir, force=force) as tmp:
+        plots = [out_dir / p.name for p in _write_plots(tmp, pits, probs, y_te)]
+        report = _report(rows, extras, c_rows, plots)
+        with open(tmp / "report.json", "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2))
     print("\nPlots: " + ", ".join(str(p) for p in plots))
-    report = {
+    path = out_dir / "report.json"
+    print(f"\nReport written to {path} ({time.perf_counter() - t0:.1f} s).")
+    return report
+
+
+def _report(rows, extras, c_rows, plots) -> dict:
+    return {
         "regression": {"dataset": "diabetes", "rows": rows, **extras},
         "classification": {
             "dataset": "breast_cancer",
@@ -296,7 +313,3 @@ def run_demo(
         },
         "plots": [str(p) for p in plots],
     }
-    path = out_dir / "report.json"
-    path.write_text(json.dumps(report, indent=2))
-    print(f"\nReport written to {path} ({time.perf_counter() - t0:.1f} s).")
-    return report

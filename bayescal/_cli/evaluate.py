@@ -3,265 +3,299 @@
 Inputs:
 
 - a NetCDF file written by ArviZ (``InferenceData.to_netcdf``; any PPL through ArviZ)
-  with ``posterior_predictive`` and ``observed_data`` groups;
-- a CSV file with named columns: ``y,loc,scale`` (Normal predictives), ``y,prob``
-  (binary classifier) or ``y`` plus one column per predictive draw (``draw_*``).
+  or a zarr store (needs the optional ``zarr`` package), with ``posterior_predictive``
+  and ``observed_data`` groups. The draws are read lazily and streamed in chunks over
+  the observations (``--chunk-mb``), aligned with the observations by dim names;
+- a CSV file in one of the layouts of :mod:`bayescal._cli.csv_layouts`.
 
-Every problem with the input is reported as one line and exit status 2; the report is
-written only when everything succeeded (never a partial report).
+Every value is checked after conversion to the compute dtype (float32 unless JAX's x64
+mode is on), so a value that is finite in the file but overflows or underflows there is
+reported, not computed with. Every problem with the input is reported as one line and
+exit status 2; the output folder is written all at once or not at all.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import os
 import pathlib
-import tempfile
 from typing import Any
 
 import numpy as np
 
+from bayescal._cli.arrays import DrawSource, in_memory, open_lazy
+from bayescal._cli.csv_layouts import InputError, read_csv
+from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.report import format_table
 
+__all__ = ["InputError", "load_task", "run_evaluate", "draw_statistics"]
 
-class InputError(Exception):
-    """Raised for a bad input file; the CLI prints it as one line, exit status 2."""
+_NETCDF_SUFFIXES = (".nc", ".netcdf", ".nc4", ".h5", ".hdf5")
+
+
+def compute_dtype() -> np.dtype:
+    """The dtype JAX computes in: float32 unless x64 is on."""
+    import jax
+
+    return np.dtype(np.float64 if jax.config.read("jax_enable_x64") else np.float32)
 
 
 # --------------------------------------------------------------------------- reading
-def _read_csv(path: pathlib.Path) -> dict[str, np.ndarray]:
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not a text CSV file ({err.reason})") from None
-    except OSError as err:
-        raise InputError(f"{path}: cannot read the file ({err.strerror})") from None
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    if not rows:
-        raise InputError(f"{path}: the CSV file is empty")
-    header = [h.strip() for h in rows[0]]
-    if len(set(header)) != len(header):
-        raise InputError(f"{path}: duplicate column names in the header {header}")
-    body = rows[1:]
-    if not body:
-        raise InputError(f"{path}: the CSV file has a header but no data rows")
-    columns: dict[str, list[str]] = {h: [] for h in header}
-    for lineno, row in enumerate(body, start=2):
-        if len(row) != len(header):
-            raise InputError(
-                f"{path}: line {lineno} has {len(row)} fields but the header has {len(header)}"
-            )
-        for h, v in zip(header, row, strict=True):
-            columns[h].append(v.strip())
-    out = {}
-    for h, values in columns.items():
-        try:
-            arr = np.asarray([float(v) for v in values], dtype=np.float64)
-        except ValueError:
-            bad = next(v for v in values if not _is_float(v))
-            raise InputError(
-                f"{path}: column '{h}' is not numeric (value {bad!r})"
-            ) from None
-        out[h] = arr
-    return out
-
-
-def _is_float(v: str) -> bool:
-    try:
-        float(v)
-    except ValueError:
-        return False
-    return True
-
-
-def _check_finite(path: pathlib.Path, name: str, arr: np.ndarray) -> None:
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        n_nan = int(np.isnan(arr).sum())
-        raise InputError(
-            f"{path}: '{name}' has {n_nan} NaN and {int(bad.sum()) - n_nan} infinite values; "
-            "drop or impute those rows first"
-        )
-
-
-def _task_from_csv(path: pathlib.Path) -> dict[str, Any]:
-    cols = _read_csv(path)
-    names = set(cols)
-    if "y" not in names:
-        raise InputError(
-            f"{path}: no 'y' column; expected columns y,loc,scale or y,prob or y,draw_1,... "
-            f"(found: {', '.join(cols)})"
-        )
-    for name, arr in cols.items():
-        _check_finite(path, name, arr)
-    y = cols["y"]
-    draws = sorted((n for n in names if n.startswith("draw")), key=_natural_key)
-    if {"loc", "scale"} <= names:
-        if (cols["scale"] <= 0).any():
-            raise InputError(
-                f"{path}: column 'scale' must be > 0 (found {int((cols['scale'] <= 0).sum())} values <= 0)"
-            )
-        return {
-            "task": "regression",
-            "source": "csv (Normal loc/scale)",
-            "y": y,
-            "loc": cols["loc"],
-            "scale": cols["scale"],
-        }
-    if "prob" in names:
-        p = cols["prob"]
-        if ((p < 0) | (p > 1)).any():
-            raise InputError(
-                f"{path}: column 'prob' must lie in [0, 1] (min {p.min()}, max {p.max()})"
-            )
-        if not np.isin(y, (0.0, 1.0)).all():
-            raise InputError(
-                f"{path}: with a 'prob' column, 'y' must hold 0/1 labels (found {np.unique(y)[:5]})"
-            )
-        return {
-            "task": "classification",
-            "source": "csv (probabilities)",
-            "y": y,
-            "prob": p,
-        }
-    if len(draws) >= 2:
-        return {
-            "task": "regression",
-            "source": f"csv ({len(draws)} draw columns)",
-            "y": y,
-            "draws": np.stack([cols[d] for d in draws]),
-        }
-    raise InputError(
-        f"{path}: cannot tell what the columns mean; expected y,loc,scale or y,prob or "
-        f"y plus draw_1, draw_2, ... (found: {', '.join(cols)})"
-    )
-
-
-def _natural_key(name: str):
-    digits = "".join(c for c in name if c.isdigit())
-    return (int(digits) if digits else -1, name)
-
-
-def _task_from_netcdf(path: pathlib.Path, var_name: str | None) -> dict[str, Any]:
-    try:
-        import arviz as az
-    except ImportError as err:  # pragma: no cover - arviz is a runtime dependency
-        raise InputError(f"reading NetCDF needs arviz ({err})") from None
-    try:
-        data = az.from_netcdf(str(path))
-    except Exception as err:  # noqa: BLE001 - any reader failure is a bad file
-        raise InputError(
-            f"{path}: not a readable ArviZ NetCDF file ({type(err).__name__}: {err})"
-        ) from None
-    groups = list(data.groups())
-    missing = [g for g in ("posterior_predictive", "observed_data") if g not in groups]
-    if missing:
-        raise InputError(
-            f"{path}: missing group(s) {', '.join(missing)}; the file has: {', '.join(groups) or 'none'}"
-        )
-    pp, obs = data["posterior_predictive"], data["observed_data"]
-    shared = [v for v in pp.data_vars if v in obs.data_vars]
-    if var_name is None:
-        if len(shared) != 1:
-            raise InputError(
-                f"{path}: {'no' if not shared else 'several'} variables in both posterior_predictive "
-                f"and observed_data ({', '.join(shared) or 'none'}); choose one with --var-name"
-            )
-        var_name = shared[0]
-    elif var_name not in shared:
-        raise InputError(
-            f"{path}: variable '{var_name}' not in both groups; available: {', '.join(shared) or 'none'}"
-        )
-    y = np.asarray(obs[var_name].values, dtype=np.float64).ravel()
-    draws = np.asarray(pp[var_name].values, dtype=np.float64)
-    draws = draws.reshape(-1, y.size)  # (chain, draw, *obs) -> [S, N]
-    _check_finite(path, f"observed_data/{var_name}", y)
-    _check_finite(path, f"posterior_predictive/{var_name}", draws)
-    binary = np.isin(y, (0.0, 1.0)).all() and np.isin(draws, (0.0, 1.0)).all()
-    if binary:
-        return {
-            "task": "classification",
-            "source": f"netcdf ({var_name}, Bernoulli draws)",
-            "y": y,
-            "prob": draws.mean(0),
-        }
-    return {"task": "regression", "source": f"netcdf ({var_name})", "y": y, "draws": draws}
-
-
 def load_task(
-    path_str: str, *, fmt: str = "auto", var_name: str | None = None
+    path_str: str, *, fmt: str = "auto", var_name: str | None = None, layout: str | None = None
 ) -> dict[str, Any]:
     path = pathlib.Path(path_str)
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a folder, not a file")
     if fmt == "auto":
         suffix = path.suffix.lower()
-        fmt = "netcdf" if suffix in (".nc", ".netcdf", ".nc4", ".h5") else "csv"
-    if fmt == "netcdf":
-        return _task_from_netcdf(path, var_name)
-    return _task_from_csv(path)
+        if suffix == ".zarr":
+            fmt = "zarr"
+        elif suffix in _NETCDF_SUFFIXES:
+            fmt = "netcdf"
+        else:
+            fmt = "csv"
+    if path.is_dir() and fmt != "zarr":
+        raise InputError(f"{path}: is a folder, not a file (a zarr store needs --format zarr)")
+    if fmt in ("netcdf", "zarr"):
+        if layout not in (None, "draws", "binary"):
+            raise InputError(
+                f"{path}: --layout {layout} does not apply to {fmt} files (they hold draws)"
+            )
+        src = open_lazy(path, fmt, var_name)
+        return {"layout": "draws", "source": src.source, "y": src.y, "draws": src,
+                "file_kind": fmt}
+    if var_name is not None:
+        raise InputError("--var-name applies to NetCDF and zarr files, not to CSV")
+    task = read_csv(path, layout)
+    if task["layout"] == "draws":
+        task["draws"] = in_memory(task["y"], task["draws"], task["source"])
+    return task
+
+
+# ------------------------------------------------------------------------ validation
+def as_compute(name: str, values: np.ndarray, dtype: np.dtype):
+    """``values`` in ``dtype``, checked: finite in the file and finite after conversion."""
+    values = np.asarray(values)
+    if values.dtype == object or not (
+        np.issubdtype(values.dtype, np.number) or values.dtype == bool
+    ):
+        raise InputError(f"'{name}' has dtype {values.dtype}; numbers are needed")
+    if values.dtype.kind == "f" and values.dtype.itemsize >= np.dtype(dtype).itemsize:
+        raw = values  # float32 or float64 as read: checked without a float64 copy
+    else:
+        raw = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(raw)
+    if bad.any():
+        n_nan = int(np.isnan(raw).sum())
+        where = (
+            f"first in data row {int(np.flatnonzero(bad)[0]) + 1}"
+            if raw.ndim == 1
+            else f"first at observation {int(np.flatnonzero(bad.any(0))[0])} of the chunk"
+        )
+        raise InputError(
+            f"'{name}' has {n_nan} NaN or missing and {int(bad.sum()) - n_nan} infinite "
+            f"values ({where}); drop or impute those rows first"
+        )
+    del bad
+    if raw.dtype == dtype:
+        return raw
+    with np.errstate(over="ignore", under="ignore"):
+        out = raw.astype(dtype)
+    if not np.isfinite(out).all():
+        big = float(np.abs(raw).max())
+        raise InputError(
+            f"'{name}' has values beyond the {dtype.name} range (max |value| {big:.3g} > "
+            f"{float(np.finfo(dtype).max):.3g}); rescale the data (e.g. change units) or "
+            "run with JAX_ENABLE_X64=1"
+        )
+    return out
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise InputError(message)
+
+
+def _check_normal(y, loc, scale, dtype):
+    if (scale <= 0).any():
+        raise InputError(
+            f"column 'scale' must be > 0 (found {int((scale <= 0).sum())} values <= 0, "
+            f"min {float(scale.min()):.3g}); a predictive standard deviation is positive"
+        )
+    tiny = np.finfo(dtype).tiny
+    s = scale.astype(dtype)
+    small = s < tiny
+    if small.any():
+        raise InputError(
+            f"column 'scale' has {int(small.sum())} values below the smallest normal "
+            f"{dtype.name} ({float(tiny):.3g}), e.g. {float(scale[small][0]):.3g}: they "
+            "would underflow to 0; rescale the data or run with JAX_ENABLE_X64=1"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = y.astype(dtype) - loc.astype(dtype)
+    _require(
+        bool(np.isfinite(diff).all()),
+        f"y - loc overflows {dtype.name} (|y - loc| > {float(np.finfo(dtype).max):.3g}); "
+        "rescale the data or run with JAX_ENABLE_X64=1",
+    )
+
+
+# --------------------------------------------------------------------------- draws
+def draw_statistics(
+    src: DrawSource, dtype: np.dtype, *, chunk_bytes: int = 64 << 20
+) -> dict[str, Any]:
+    """One streamed pass over the draws: counts, flags and per-observation scores.
+
+    Returns integer counts ``le = #{x <= y}`` and ``lt = #{x < y}`` per observation,
+    whether all draws (and ``y``) are integers or 0/1, the mean of the draws, the CRPS
+    of the empirical distribution and the variance of the draws per observation. Every
+    chunk is converted to ``dtype`` and checked there, like the CSV columns.
+    """
+    y = src.y.astype(dtype)
+    n, s = y.size, src.num_draws
+    le = np.zeros(n, np.int64)
+    lt = np.zeros(n, np.int64)
+    mean = np.zeros(n, np.float64)
+    crps = np.zeros(n, np.float64)
+    var = np.zeros(n, np.float64)
+    integer = bool(np.all(y == np.round(y)))
+    binary = bool(np.isin(y, (0.0, 1.0)).all())
+    w = (2.0 * np.arange(1, s + 1) - s - 1) / (s * s)  # pair term weights, order stats
+    # float64 work in column blocks of about 8 MB, so the temporaries stay small
+    width = max(1, (8 << 20) // (8 * s))
+    for offset, block in src.chunks(chunk_bytes, dtype.itemsize):
+        d = as_compute(src.name, block, dtype)
+        del block
+        for a in range(0, d.shape[1], width):
+            sub = d[:, a : a + width]
+            cols = slice(offset + a, offset + a + sub.shape[1])
+            yc = y[cols]
+            le[cols] = np.count_nonzero(sub <= yc, axis=0)
+            lt[cols] = np.count_nonzero(sub < yc, axis=0)
+            if integer:
+                integer = bool(np.all(sub == np.round(sub)))
+            if binary:
+                binary = bool(np.all((sub == 0) | (sub == 1)))
+            d64 = sub.astype(np.float64)
+            m = d64.mean(0)
+            mean[cols] = m
+            var[cols] = np.mean((d64 - m) ** 2, axis=0)
+            term1 = np.mean(np.abs(d64 - yc.astype(np.float64)), axis=0)
+            d64.sort(axis=0)
+            crps[cols] = term1 - w @ d64  # 0.5 * 2 / S^2 sum (2i - S - 1) x_(i)
+        del d
+    return {"le": le, "lt": lt, "integer": integer, "binary": binary, "mean": mean,
+            "crps": crps, "var": var, "num_draws": s}
+
+
+def pit_from_counts(le, lt, num_draws, dtype, key=None) -> np.ndarray:
+    """PIT from counts, as ``bayescal.regression.pit_draws`` computes it."""
+    import jax
+    import jax.numpy as jnp
+
+    le = jnp.asarray(le, jnp.int32)
+    if key is None:
+        return np.asarray(jax.jit(lambda c: (c / num_draws).astype(dtype))(le))
+    lt = jnp.asarray(lt, jnp.int32)
+
+    @jax.jit
+    def randomized(le, lt, key):
+        v = jax.random.uniform(key, le.shape, dtype=dtype)
+        return ((lt + v * (le - lt)) / num_draws).astype(dtype)
+
+    return np.asarray(randomized(le, lt, key))
 
 
 # --------------------------------------------------------------------------- metrics
-def _regression_report(task: dict[str, Any], num_levels: int, seed: int) -> dict[str, Any]:
-    import jax
-
+def _curve_metrics(pit, num_levels):
     from bayescal import regression as reg
 
-    y = task["y"]
-    if "draws" in task:
-        key = jax.random.key(seed)
-        discrete = bool(
-            np.all(task["draws"] == np.round(task["draws"])) and np.all(y == np.round(y))
-        )
-        pit = reg.pit_draws(y, task["draws"], key=key if discrete else None)
-        scores = {
-            "CRPS": float(reg.crps_draws(y, task["draws"])),
-            "sharpness (RMS sd)": float(reg.sharpness(draws=task["draws"], root=True)),
-        }
-        notes = ["PIT randomized between F(y-) and F(y) (integer data)"] if discrete else []
-    else:
-        pit = reg.pit_normal(y, task["loc"], task["scale"])
-        scores = {
-            "CRPS": float(reg.crps_normal(y, task["loc"], task["scale"])),
-            "NLL": float(reg.nll_normal(y, task["loc"], task["scale"])),
-            "sharpness (RMS sd)": float(reg.sharpness(task["scale"], root=True)),
-        }
-        notes = []
-    metrics = {}
+    metrics, curves = {}, {}
     for kind in ("quantile", "interval"):
         metrics[kind] = {
             "MACE": float(reg.calibration_error(pit, kind=kind, num_levels=num_levels)),
             "RMSCE": float(
                 reg.calibration_error(pit, kind=kind, norm="l2", num_levels=num_levels)
             ),
-            "max gap": float(
-                reg.calibration_error(pit, kind=kind, norm="max", num_levels=num_levels)
-            ),
+            "max gap": float(reg.calibration_error(pit, kind=kind, norm="max",
+                                                   num_levels=num_levels)),
             "area (exact)": float(reg.miscalibration_area(pit, kind=kind)),
         }
-    curves = {
-        kind: reg.calibration_curve(pit, num_levels=num_levels, kind=kind)
-        for kind in ("quantile", "interval")
-    }
-    return {
-        "metrics": metrics,
-        "scores": scores,
-        "notes": notes,
-        "_pit": np.asarray(pit),
-        "_curves": curves,
-    }
+        curves[kind] = reg.calibration_curve(pit, num_levels=num_levels, kind=kind)
+    return metrics, curves
 
 
-def _classification_report(task: dict[str, Any], bins: int) -> dict[str, Any]:
+def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, Any]:
+    import jax
+
+    from bayescal import regression as reg
+
+    notes: list[str] = []
+    layout = task["layout"]
+    y = task["y"]
+    if layout == "normal":
+        loc = as_compute("loc", task["loc"], dtype)
+        scale = as_compute("scale", task["scale"], dtype)
+        _check_normal(y, task["loc"], task["scale"], dtype)
+        pit = np.asarray(reg.pit_normal(y, loc, scale))
+        scores = {
+            "CRPS": float(reg.crps_normal(y, loc, scale)),
+            "NLL": float(reg.nll_normal(y, loc, scale)),
+            "sharpness (RMS sd)": float(reg.sharpness(scale, root=True)),
+        }
+    elif layout == "quantiles":
+        q = as_compute("quantiles", task["quantiles"], dtype)
+        levels = task["levels"].astype(dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            ok = np.isfinite(np.diff(q, axis=0)).all() and np.isfinite(q - y).all()
+        _require(ok, f"differences of the quantiles and y overflow {dtype.name}; rescale "
+                     "the data or run with JAX_ENABLE_X64=1")
+        bad = (np.diff(q, axis=0) < 0).any(0)
+        if bad.any():
+            raise InputError(
+                f"the quantile columns decrease with the level in {int(bad.sum())} rows "
+                f"(first in data row {int(np.flatnonzero(bad)[0]) + 1}); quantiles must "
+                "be nondecreasing in the level"
+            )
+        pit = np.asarray(reg.pit_quantiles(y, q, levels))
+        scores = {"pinball loss (mean over levels)": float(
+            np.mean(np.asarray(reg.pinball_loss(y, q, levels), np.float64)))}
+        notes.append(f"PIT interpolated between the quantiles at levels "
+                     f"{', '.join(f'{v:g}' for v in task['levels'])}; clamped outside")
+    else:
+        stats = task["_stats"]
+        key = None
+        if stats["integer"]:
+            key = jax.random.key(seed)
+            notes.append("PIT randomized between F(y-) and F(y) (integer data)")
+        pit = pit_from_counts(stats["le"], stats["lt"], stats["num_draws"], dtype, key)
+        scores = {
+            "CRPS": float(np.mean(stats["crps"])),
+            "sharpness (RMS sd)": float(np.sqrt(np.mean(stats["var"]))),
+        }
+    metrics, curves = _curve_metrics(pit, num_levels)
+    return {"metrics": metrics, "scores": scores, "notes": notes, "_pit": pit,
+            "_curves": curves}
+
+
+def _classification_report(task, dtype, bins) -> dict[str, Any]:
     from bayescal import classification as clf
 
-    y, p = task["y"].astype(np.int32), task["prob"]
+    y, p = task["y"], task["prob"]
+    if ((p < 0) | (p > 1)).any():
+        raise InputError(
+            f"column 'prob' must lie in [0, 1] (min {p.min():.6g}, max {p.max():.6g}); "
+            "pass probabilities, not logits or percentages"
+        )
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise InputError(
+            f"with the binary layout 'y' must hold 0/1 labels (found "
+            f"{', '.join(f'{v:g}' for v in np.unique(y)[:5])}"
+            f"{', ...' if np.unique(y).size > 5 else ''})"
+        )
+    y = y.astype(np.int32)
+    p = p.astype(dtype)
     metrics: dict[str, float | str] = {
         "ECE": float(clf.expected_calibration_error(y, p, bins=bins)),
         "ECE (debiased L2)": float(
@@ -285,46 +319,75 @@ def _classification_report(task: dict[str, Any], bins: int) -> dict[str, Any]:
     )
     curve, edges = clf.reliability_curve(y, p, bins=bins, return_edges=True)
     curve = clf.acceptance_intervals(curve)
-    return {"metrics": metrics, "scores": {}, "notes": [], "_curve": curve, "_edges": edges}
+    return {"metrics": metrics, "scores": {}, "notes": [], "_curve": curve,
+            "_edges": edges}
 
 
-def _atomic_write(path: pathlib.Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def _all_finite(result: dict[str, Any], dtype: np.dtype) -> None:
+    values = []
+    for v in result["metrics"].values():
+        values.extend(v.values() if isinstance(v, dict) else [v])
+    values.extend(result["scores"].values())
+    bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+    if bad or ("_pit" in result and not np.isfinite(result["_pit"]).all()):
+        raise InputError(
+            f"the values are too large or too small for {dtype.name} arithmetic (a "
+            "metric came out non-finite); rescale the data (e.g. standardize)"
+            + (" or run with JAX_ENABLE_X64=1" if dtype != np.float64 else "")
+        )
 
 
-def _to_compute_dtype(task: dict[str, Any]) -> dict[str, Any]:
-    """float64 from the file -> the dtype JAX computes in (float32 unless x64 is on)."""
-    import jax
-
-    dtype = np.float64 if jax.config.read("jax_enable_x64") else np.float32
-    return {k: v.astype(dtype) if isinstance(v, np.ndarray) else v for k, v in task.items()}
-
-
+# ------------------------------------------------------------------------------ run
 def run_evaluate(
     file: str,
     *,
     out: str,
     fmt: str = "auto",
     var_name: str | None = None,
+    layout: str | None = None,
     num_levels: int = 100,
     bins: int = 15,
     seed: int = 0,
     plots: bool = True,
+    force: bool = False,
+    chunk_mb: int = 64,
 ) -> dict[str, Any]:
-    task = _to_compute_dtype(load_task(file, fmt=fmt, var_name=var_name))
-    n = task["y"].size
-    if n < 2:
-        raise InputError(f"{file}: only {n} observation; at least 2 are needed")
-    if task["task"] == "regression":
-        result = _regression_report(task, num_levels, seed)
-    else:
-        result = _classification_report(task, bins)
+    out_dir = pathlib.Path(out)
+    check_target(out_dir, force=force)  # refuse before any work
+    dtype = compute_dtype()
+    task = load_task(file, fmt=fmt, var_name=var_name, layout=layout)
+    try:
+        task["y"] = as_compute("y", task["y"], dtype)
+        n = task["y"].size
+        if n < 2:
+            raise InputError(f"{file}: only {n} observation; at least 2 are needed")
+        if isinstance(task.get("draws"), DrawSource):
+            src = task["draws"]
+            stats = draw_statistics(src, dtype, chunk_bytes=chunk_mb << 20)
+            task["_stats"] = stats
+            if stats["binary"] and layout != "draws":
+                task["layout"] = "binary"
+                task["prob"] = stats["mean"]
+                task["source"] = task["source"].replace("draws)", "Bernoulli draws)")
+        if task["layout"] == "binary":
+            prob = task["prob"]
+            task["prob"] = as_compute("prob", prob, np.dtype(np.float64))
+            result = _classification_report(task, dtype, bins)
+            kind = "classification"
+        else:
+            result = _regression_report(task, dtype, num_levels, seed, chunk_mb << 20)
+            kind = "regression"
+        _all_finite(result, dtype)
+    except InputError as err:
+        raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
+                         str(err)) from None
+    finally:
+        if isinstance(task.get("draws"), DrawSource):
+            task["draws"].close()
+    result["notes"] = task.get("notes", []) + result["notes"]
 
-    print(f"{file}: {task['task']}, {n} observations, from {task['source']}")
-    if task["task"] == "regression":
+    print(f"{file}: {kind}, {n} observations, from {task['source']}")
+    if kind == "regression":
         header = ["curve", "MACE", "RMSCE", "max gap", "area (exact)"]
         rows = [
             [k, *(result["metrics"][k][h] for h in header[1:])]
@@ -339,30 +402,29 @@ def run_evaluate(
     for note in result["notes"]:
         print(f"note: {note}")
 
-    out_dir = pathlib.Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    if plots:
-        written = _write_plots(task, result, out_dir)
     report = {
         "file": str(file),
-        "task": task["task"],
+        "task": kind,
+        "layout": task["layout"],
         "source": task["source"],
         "n": int(n),
+        "dtype": dtype.name,
         "metrics": result["metrics"],
         "scores": result["scores"],
         "notes": result["notes"],
-        "plots": [str(p) for p in written],
+        "plots": [],
     }
-    _atomic_write(out_dir / "report.json", json.dumps(report, indent=2))
+    with staged_output(out_dir, force=force) as tmp:
+        names = _write_plots(kind, result, tmp) if plots else []
+        report["plots"] = [str(out_dir / name) for name in names]
+        with open(tmp / "report.json", "w", encoding="utf-8") as f:
+            f.write(json.dumps(report, indent=2))
     print(f"report: {out_dir / 'report.json'}")
     return report
 
 
-def _write_plots(
-    task: dict[str, Any], result: dict[str, Any], out_dir: pathlib.Path
-) -> list[pathlib.Path]:
-    """Draw the plots into ``out_dir`` (needs bayescal.plot)."""
+def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> list[str]:
+    """Draw the plots into ``folder``; return their file names."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -370,23 +432,23 @@ def _write_plots(
 
     from bayescal import plot
 
-    written = []
-    if task["task"] == "regression":
-        for kind, curve in result["_curves"].items():
+    names = []
+    if kind == "regression":
+        for curve_kind, curve in result["_curves"].items():
             fig, ax = plt.subplots(figsize=(5, 5))
-            plot.calibration_curve(curve, ax=ax, labels=[f"{kind} curve"])
-            written.append(out_dir / f"calibration_{kind}.png")
-            fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+            plot.calibration_curve(curve, ax=ax, labels=[f"{curve_kind} curve"])
+            names.append(f"calibration_{curve_kind}.png")
+            fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
             plt.close(fig)
         fig, ax = plt.subplots(figsize=(6, 4))
         plot.pit_ecdf(result["_pit"], ax=ax)
-        written.append(out_dir / "pit_ecdf.png")
-        fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+        names.append("pit_ecdf.png")
+        fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
         plt.close(fig)
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
         plot.reliability_diagram(result["_curve"], ax=ax, edges=result["_edges"])
-        written.append(out_dir / "reliability.png")
-        fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+        names.append("reliability.png")
+        fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
         plt.close(fig)
-    return written
+    return names

@@ -232,7 +232,10 @@ def pit_quantiles(
     interpolated linearly between :math:`\tau_j` and :math:`\tau_{j+1}`. Outside the
     predicted range the CDF is unknown: ``tails="clamp"`` (default) returns the outer
     level (:math:`\tau_1` below :math:`q_1`, :math:`\tau_L` above :math:`q_L`);
-    ``tails="linear"`` extends the first/last segment linearly and clips to [0, 1].
+    ``tails="linear"`` extends the first/last segment linearly and clips to [0, 1]
+    (a first or last segment of zero width extends vertically: 0 below :math:`q_1`,
+    1 above :math:`q_L`). The predictive CDF is taken right-continuous: where
+    quantiles tie, :math:`y` equal to the tied value gets the highest tied level.
     Include levels 0 and 1 (with finite support bounds) to remove the ambiguity.
 
     Parameters
@@ -283,16 +286,40 @@ def pit_quantiles(
 
 @functools.partial(jax.jit, static_argnums=3)
 def _pit_quantiles_kernel(y, q, levels, linear_tails):
+    """The documented rule, segment by segment.
+
+    ``above = #{j: q_j <= y}`` (the predictive CDF is right-continuous). Inside the
+    predicted range (``1 <= above <= L - 1``) ``q_{above-1} <= y < q_above``: that
+    segment has positive width and is interpolated. Below ``q_1`` (``above = 0``) and
+    at or above ``q_L`` (``above = L``) the tail rule applies: the outer level for
+    ``"clamp"``; for ``"linear"`` the first (last) segment extended, where a segment of
+    zero width extends vertically (0 below, 1 above). Choosing the segment by
+    ``above`` and never by clipping keeps a zero-width outer segment from being read
+    as the interpolation of a point inside it.
+    """
     num = q.shape[0]
     above = jnp.sum(q <= y, axis=0)  # number of quantiles at or below y
-    j = jnp.clip(above - 1, 0, num - 2)  # segment [q_j, q_{j+1}]
     cols = jnp.arange(y.shape[0])
+    below_range = above == 0
+    above_range = above == num
+    # Interior: the segment [q_j, q_{j+1}) that holds y, of positive width.
+    j = jnp.clip(above - 1, 0, num - 2)
     q0, q1 = q[j, cols], q[j + 1, cols]
     t0, t1 = levels[j], levels[j + 1]
     width = q1 - q0
-    frac = jnp.where(width > 0, (y - q0) / jnp.where(width > 0, width, 1), 1.0)
-    u = t0 + frac * (t1 - t0)
-    if linear_tails:
-        return jnp.clip(u, 0.0, 1.0)
-    inside = jnp.clip(u, levels[0], levels[-1])
-    return inside
+    safe = jnp.where(width > 0, width, 1)
+    frac = jnp.clip((y - q0) / safe, 0.0, 1.0)
+    inside = t0 + frac * (t1 - t0)
+    if not linear_tails:
+        u = jnp.where(below_range, levels[0], inside)
+        return jnp.where(above_range, levels[-1], u)
+    # Linear tails: the first / last segment extended, clipped to [0, 1].
+    w_lo = q[1] - q[0]
+    lo = levels[0] + (y - q[0]) / jnp.where(w_lo > 0, w_lo, 1) * (levels[1] - levels[0])
+    lo = jnp.where(w_lo > 0, lo, 0.0)
+    w_hi = q[-1] - q[-2]
+    hi = levels[-1] + (y - q[-1]) / jnp.where(w_hi > 0, w_hi, 1) * (levels[-1] - levels[-2])
+    hi = jnp.where((w_hi > 0) | (y == q[-1]), hi, 1.0)
+    u = jnp.where(below_range, lo, inside)
+    u = jnp.where(above_range, hi, u)
+    return jnp.clip(u, 0.0, 1.0)
