@@ -505,6 +505,13 @@ def test_tables_cover_the_public_names():
         "corp_curve", "bootstrap_reliability_curve", "brier_decomposition_binned",
         "prediction_sharpness", "fit_one_vs_rest", "cross_calibrate", "save_calibrator",
         "load_calibrator",
+        # conditional calibration, conformal intervals, smooth ECE: bad-input tests in
+        # test_conditional.py, test_conformal.py and test_smooth_ece.py
+        "expected_normalized_calibration_error", "spread_skill_curve",
+        "group_calibration_curve", "group_calibration_error",
+        "adversarial_group_calibration", "fit_conformal", "fit_conformalized_quantile",
+        "conformal_rank", "smooth_calibration_error", "smooth_reliability_curve",
+        "smooth_reliability_band",
     }
     public = {
         n for m in (reg, clf) for n in m.__all__
