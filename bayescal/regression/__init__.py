@@ -10,6 +10,7 @@ on a calibration split (:func:`fit_isotonic_recalibrator`, :func:`fit_sigma_scal
 
 from bayescal._src.curve import CalibrationCurve
 from bayescal.regression._metrics import (
+    calibration_accumulator,
     calibration_curve,
     calibration_error,
     miscalibration_area,
@@ -47,6 +48,7 @@ __all__ = [
     "pit_cdf",
     "pit_quantiles",
     "calibration_curve",
+    "calibration_accumulator",
     "calibration_error",
     "miscalibration_area",
     "sharpness",
