@@ -171,12 +171,12 @@ def pairwise_two_sum(x: jax.Array, c: jax.Array | None = None):
 def _split(v: jax.Array, scale: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``v = hi + lo`` exactly, ``hi`` on the grid ``scale * 2^-16``, ``|lo| <= half a step``.
 
-    ``hi = (v + C) - C`` with ``C = 1.5 * 2^(p - 16) * scale`` (``p`` mantissa bits):
-    adding ``C`` rounds ``v`` to the grid (``|v| <= scale``), two flops and exact.
+    ``round(v * 2^16 / scale) * scale / 2^16``: multiplications by powers of two and a
+    rounding, all exact. (The two-flop ``(v + C) - C`` was folded to ``v`` by XLA
+    inside larger fusions.)
     """
-    nmant = jnp.finfo(v.dtype).nmant
-    big = scale * jnp.asarray(1.5 * 2.0 ** (nmant - _HI_BITS), v.dtype)
-    hi = (v + big) - big
+    up = jnp.asarray(2.0**_HI_BITS, v.dtype) / scale
+    hi = jnp.round(v * up) / up
     return hi, v - hi
 
 
