@@ -155,3 +155,48 @@ def test_bucketing_helpers():
     assert [bucket_size(n) for n in (1, 256, 257, 1000, 1025)] == [256, 256, 512, 1024, 2048]
     x, mask = pad_to_bucket(jnp.arange(5.0), -1.0, minimum=8)
     assert x.tolist() == [0, 1, 2, 3, 4, -1, -1, -1] and int(mask.sum()) == 5
+
+
+# --------------------------------------------------------------------------- pit_draws
+from bayescal.regression import _pit  # noqa: E402
+from bayescal.regression import pit_draws  # noqa: E402
+
+
+@settings(max_examples=10)
+@given(st.integers(1, 20), st.integers(1, 40), st.booleans())
+def test_pit_draws_variants_identical(s, n, strict):
+    rng = np.random.default_rng(s * 100 + n)
+    d = jnp.asarray(rng.integers(0, 4, size=(s, n)).astype(_float()))  # many ties
+    y = jnp.asarray(rng.integers(0, 4, size=n).astype(_float()))
+    ref_le = (np.asarray(d) <= np.asarray(y)).sum(0)  # numpy reference
+    ref_lt = (np.asarray(d) < np.asarray(y)).sum(0)
+    for variant in ("rows", "broadcast"):
+        le, lt, finite = _pit._count_kernel(y, d, strict=strict, variant=variant)
+        np.testing.assert_array_equal(np.asarray(le), ref_le)
+        if strict:
+            np.testing.assert_array_equal(np.asarray(lt), ref_lt)
+        assert bool(finite)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_pit_draws_finite_flag_from_the_count(bad):
+    d = jnp.ones((11, 5), _float()).at[9, 3].set(bad)
+    for variant in ("rows", "broadcast"):
+        assert not bool(_pit._count_kernel(jnp.zeros(5), d, strict=False, variant=variant)[2])
+    with pytest.raises(ValueError, match="draws contains"):
+        pit_draws(jnp.zeros(5), d)
+    assert np.isnan(np.asarray(jax.jit(pit_draws)(jnp.zeros(5), d))).all()
+
+
+def test_pit_draws_numpy_row_blocks(monkeypatch, rng):
+    # Force the streamed path for a small numpy array: same PIT as the device path.
+    monkeypatch.setattr(_pit, "_NUMPY_CHUNKED_ABOVE", 0)
+    monkeypatch.setattr(_pit, "_NUMPY_CHUNK_BYTES", 8 * 4 * 50)
+    d = rng.normal(size=(37, 50)).astype(np.float32)
+    y = rng.normal(size=50).astype(np.float32)
+    got = pit_draws(y, d)
+    ref = (d <= y).mean(0)  # numpy reference
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6)
+    d[20, 7] = np.nan
+    with pytest.raises(ValueError, match="draws contains 1 NaN"):
+        pit_draws(y, d)
