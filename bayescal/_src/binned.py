@@ -127,6 +127,9 @@ def binned_means(
     values: tuple[jax.Array, ...],
     weights: jax.Array | None = None,
     fill: jax.Array | tuple[jax.Array, ...] | None = None,
+    *,
+    bounded: bool = True,
+    variant: str | None = None,
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """Per-bin total weight and (weighted) mean of each of ``values``.
 
@@ -143,6 +146,12 @@ def binned_means(
     fill : Array [K] or tuple of them, optional
         Value(s) reported for empty bins (one per entry of ``values`` when a tuple).
         Default 0.
+    bounded : bool, default True
+        The values lie in [-1, 1] (probabilities, labels), which makes the per-bin
+        sums exact in blocks without a pass to find their scale (see
+        :func:`~bayescal._src.binning.bin_sums`); pass False for other values.
+    variant : {"scatter", "compare"}, optional
+        Force a binning kernel (tests); by default chosen per backend.
 
     Returns
     -------
@@ -158,7 +167,7 @@ def binned_means(
     >>> count.tolist(), mean.tolist()
     ([2, 0, 1], [2.0, 0.0, 5.0])
     """
-    weight, sums = bin_sums(idx, num_bins, values, weights)
+    weight, sums = bin_sums(idx, num_bins, values, weights, bounded=bounded, variant=variant)
     fills: tuple[jax.Array | None, ...]
     if fill is None or not isinstance(fill, tuple):
         fills = (fill,) * len(values)

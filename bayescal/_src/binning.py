@@ -1,16 +1,56 @@
-"""Fixed-shape weighted binning: bin indices and per-bin sums.
+"""Fixed-shape weighted binning: bin indices, integer counts and accurate per-bin sums.
 
 Every bin is kept (empty bins get weight 0), so output shapes depend only on the
-number of bins and the kernels work under ``jit`` and ``vmap``. Unweighted counts are
-accumulated in integers.
+number of bins and the kernels work under ``jit`` and ``vmap``.
+
+Backends. The fastest kernel differs by backend: a scatter-add (``segment_sum``) is
+fast on CPU, while on GPUs scatter-adds into a few bins serialize on atomics (16 GB/s
+at N = 1e8 on an H100, against 187-647 GB/s for a compare-and-reduce). Each public
+kernel here therefore holds both variants and ``jax.lax.platform_dependent`` picks:
+``"scatter"`` on CPU, ``"compare"`` (compare against every bin or level in blocks of
+rows, reduce) elsewhere. A private ``variant=`` argument forces one, so the tests run
+every variant on CPU and check that they agree (identical integer counts).
+
+Accuracy. Counts are integers (int32; int64 under x64). float32 sums of ``N`` terms
+stop growing past ``2^24`` terms, so per-bin sums are accumulated exactly in blocks and
+compensated across blocks (:func:`compensated_bin_sums`): each value is split into a
+high part on a fixed grid (``2^-16`` of a power-of-two scale, so the sum of a block of
+:data:`BLOCK` high parts is exact in float32) and a small remainder; the block sums are
+added with error-free transformations (TwoSum) in a pairwise tree. The result is
+accurate to a few float32 ulps at any N, and the same whatever the sharding or
+chunking of the input within that bound. A single call counts at most ``2^31 - 1``
+observations per bin in int32 (the accumulators of :mod:`bayescal._src.accumulate`
+merge counts of many calls).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import jax
 import jax.numpy as jnp
 
-__all__ = ["bin_index", "bin_sums", "grid_index", "count_at_or_below"]
+__all__ = [
+    "BLOCK",
+    "bin_index",
+    "bin_sums",
+    "bin_counts",
+    "compensated_bin_sums",
+    "grid_index",
+    "count_at_or_below",
+    "two_sum",
+    "pairwise_two_sum",
+]
+
+#: Observations per block of the exact high-part sums (and of the compare kernels).
+BLOCK = 256
+_HI_BITS = 16  # BLOCK * 2^16 = 2^24: the sum of a block's high parts is exact in float32
+
+Variant = Literal["scatter", "compare"] | None
+
+
+def _count_dtype():
+    return jnp.zeros((), dtype=int).dtype  # int32, or int64 under x64
 
 
 def bin_index(x: jax.Array, edges: jax.Array) -> jax.Array:
@@ -44,11 +84,180 @@ def grid_index(u: jax.Array, num_levels: int) -> jax.Array:
     return jnp.where(jnp.isnan(u), m, idx)
 
 
+# --------------------------------------------------------------------------- dispatch
+def _dispatch(variant: Variant, scatter, compare, *args):
+    """Run ``scatter`` on CPU and ``compare`` elsewhere, or the forced ``variant``."""
+    if variant == "scatter":
+        return scatter(*args)
+    if variant == "compare":
+        return compare(*args)
+    if variant is not None:
+        raise ValueError(f"variant must be 'scatter', 'compare' or None; got {variant!r}.")
+    return jax.lax.platform_dependent(*args, cpu=scatter, default=compare)
+
+
+def _blocks(x: jax.Array, fill) -> jax.Array:
+    """``x [N]`` padded with ``fill`` to a multiple of :data:`BLOCK`, as ``[N/B, B]``."""
+    n = x.shape[-1]
+    nb = -(-n // BLOCK)
+    pad = nb * BLOCK - n
+    if pad:
+        x = jnp.concatenate([x, jnp.full((pad,), fill, x.dtype)])
+    return x.reshape(nb, BLOCK)
+
+
+# --------------------------------------------------------------------------- counts
+def _counts_scatter(idx, num_bins):
+    return jax.ops.segment_sum(
+        jnp.ones(idx.shape, _count_dtype()), idx, num_segments=num_bins
+    )
+
+
+def _counts_compare(idx, num_bins):
+    blocks = _blocks(idx, -1)
+    bins = jnp.arange(num_bins, dtype=idx.dtype)
+    per_block = jnp.sum(blocks[:, :, None] == bins, axis=1, dtype=_count_dtype())
+    return jnp.sum(per_block, axis=0)
+
+
+def bin_counts(idx: jax.Array, num_bins: int, *, variant: Variant = None) -> jax.Array:
+    """Integer number of observations in each bin (indices outside ``[0, K)`` dropped).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binning import bin_counts
+    >>> bin_counts(jnp.array([0, 2, 2, 5]), 3).tolist()
+    [1, 0, 2]
+    """
+    idx = idx.astype(jnp.int32)
+    return _dispatch(
+        variant,
+        lambda i: _counts_scatter(i, num_bins),
+        lambda i: _counts_compare(i, num_bins),
+        idx,
+    )
+
+
+# --------------------------------------------------------------------------- exact sums
+def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Knuth's TwoSum: ``s = fl(a + b)`` and the exact rounding error ``e``, ``a + b = s + e``."""
+    s = a + b
+    bb = s - a
+    e = (a - (s - bb)) + (b - bb)
+    return s, e
+
+
+def pairwise_two_sum(x: jax.Array, c: jax.Array | None = None):
+    """Compensated sum over axis 0 of ``x`` (and its compensations ``c``), pairwise.
+
+    Returns ``(s, c)`` with ``s + c`` the sum, accurate to about ``eps^2 log2(n)``
+    relative when the terms have one sign. Static Python loop over ``log2(n)`` levels.
+    """
+    if c is None:
+        c = jnp.zeros_like(x)
+    while x.shape[0] > 1:
+        if x.shape[0] % 2:
+            zero = jnp.zeros((1,) + x.shape[1:], x.dtype)
+            x = jnp.concatenate([x, zero])
+            c = jnp.concatenate([c, zero])
+        x = x.reshape((x.shape[0] // 2, 2) + x.shape[1:])
+        c = c.reshape(x.shape)
+        s, e = two_sum(x[:, 0], x[:, 1])
+        x, c = s, c[:, 0] + c[:, 1] + e
+    return x[0], c[0]
+
+
+def _split(v: jax.Array, scale: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``v = hi + lo`` exactly, ``hi`` on the grid ``scale * 2^-16``, ``|lo| <= half a step``.
+
+    ``round(v * 2^16 / scale) * scale / 2^16``: multiplications by powers of two and a
+    rounding, all exact. (The two-flop ``(v + C) - C`` was folded to ``v`` by XLA
+    inside larger fusions.)
+    """
+    up = jnp.asarray(2.0**_HI_BITS, v.dtype) / scale
+    hi = jnp.round(v * up) / up
+    return hi, v - hi
+
+
+def _block_sums_scatter(idx, num_bins, vals):
+    n = idx.shape[-1]
+    nb = -(-n // BLOCK)
+    valid = (idx >= 0) & (idx < num_bins)
+    seg = jnp.arange(n, dtype=jnp.int32) // BLOCK * num_bins + idx
+    seg = jnp.where(valid, seg, nb * num_bins)  # out of range: dropped
+    outs: list[jax.Array] = []
+    seg, vals = jax.lax.optimization_barrier((seg, tuple(vals)))
+    for v in vals:
+        if outs:
+            # XLA's CPU backend merges sibling scatters over the same indices into one
+            # variadic scatter that ran 3x slower than separate ones: keep them apart.
+            outs[-1], v = jax.lax.optimization_barrier((outs[-1], v))
+        outs.append(jax.ops.segment_sum(v, seg, num_segments=nb * num_bins))
+    return tuple(o.reshape(nb, num_bins) for o in outs)
+
+
+def _block_sums_compare(idx, num_bins, vals):
+    ib = _blocks(idx, -1)
+    hit = ib[:, :, None] == jnp.arange(num_bins, dtype=idx.dtype)
+    return tuple(
+        jnp.sum(jnp.where(hit, _blocks(v, 0)[:, :, None], 0), axis=1) for v in vals
+    )
+
+
+def _scale(v: jax.Array) -> jax.Array:
+    """A power of two at or above ``max |v|`` (1 for an all-zero ``v``)."""
+    m = jnp.max(jnp.abs(v))
+    m = jnp.where(m > 0, m, 1)
+    return jnp.exp2(jnp.ceil(jnp.log2(m))).astype(v.dtype)
+
+
+def compensated_bin_sums(
+    idx: jax.Array,
+    num_bins: int,
+    values: tuple[jax.Array, ...],
+    *,
+    scale: jax.Array | float | None = None,
+    variant: Variant = None,
+) -> tuple[tuple[jax.Array, jax.Array], ...]:
+    """Per-bin sums of each of ``values`` as compensated pairs ``(s, c)``, ``sum = s + c``.
+
+    Each value is split into ``hi + lo`` with ``hi`` on a grid of ``2^-16 * scale``
+    (``scale`` a power of two at or above ``max |v|``; computed per value, one extra
+    pass, when None); block sums of :data:`BLOCK` high parts are exact, the remainders
+    are ``2^16`` times smaller, and the blocks are added pairwise with TwoSum. Values
+    beyond ``scale`` stay compensated across blocks, only their block sums round. The
+    pairs merge with :func:`two_sum` (streaming, devices, hosts).
+    """
+    idx = idx.astype(jnp.int32)
+    parts = []
+    for v in values:
+        sc = _scale(v) if scale is None else jnp.asarray(scale, v.dtype)
+        parts.extend(_split(v, sc))
+    block = _dispatch(
+        variant,
+        lambda i, *vs: _block_sums_scatter(i, num_bins, vs),
+        lambda i, *vs: _block_sums_compare(i, num_bins, vs),
+        idx,
+        *parts,
+    )
+    out = []
+    for hi, lo in zip(block[0::2], block[1::2], strict=True):
+        s_hi, c_hi = pairwise_two_sum(hi)
+        s_lo, c_lo = pairwise_two_sum(lo)
+        s, e = two_sum(s_hi, s_lo)
+        out.append((s, c_hi + c_lo + e))
+    return tuple(out)
+
+
 def bin_sums(
     idx: jax.Array,
     num_bins: int,
     values: tuple[jax.Array, ...] = (),
     weights: jax.Array | None = None,
+    *,
+    bounded: bool = False,
+    variant: Variant = None,
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """Per-bin total weight and weighted sums of ``values``.
 
@@ -61,33 +270,75 @@ def bin_sums(
     values : tuple of Array [N]
         Quantities to sum per bin (weighted by ``weights`` when given).
     weights : Array [N], optional
-        Observation weights. Without them the weight per bin is an int32 count.
+        Observation weights. Without them the weight per bin is an integer count.
+    bounded : bool, default False
+        The values lie in [-1, 1] (probabilities, labels): saves one pass per value.
+    variant : {"scatter", "compare"}, optional
+        Force a kernel (tests); by default ``scatter`` on CPU, ``compare`` elsewhere.
 
     Returns
     -------
-    (weight, sums) : total weight per bin ``[K]`` and one ``[K]`` sum per value.
+    (weight, sums) : total weight per bin ``[K]`` and one ``[K]`` sum per value, the
+    sums accurate at any N (see :func:`compensated_bin_sums`).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binning import bin_sums
+    >>> count, (s,) = bin_sums(jnp.array([0, 0, 2]), 3, (jnp.array([1.0, 3.0, 5.0]),))
+    >>> count.tolist(), s.tolist()
+    ([2, 0, 1], [4.0, 0.0, 5.0])
     """
+    values = tuple(values)
     if weights is None:
-        count = jax.ops.segment_sum(
-            jnp.ones(idx.shape, jnp.int32), idx, num_segments=num_bins
+        count = bin_counts(idx, num_bins, variant=variant)
+        count, idx = jax.lax.optimization_barrier((count, idx))  # see _block_sums_scatter
+        pairs = compensated_bin_sums(
+            idx, num_bins, values, scale=1.0 if bounded else None, variant=variant
         )
-        sums = tuple(jax.ops.segment_sum(v, idx, num_segments=num_bins) for v in values)
-        return count, sums
-    total = jax.ops.segment_sum(weights, idx, num_segments=num_bins)
-    sums = tuple(
-        jax.ops.segment_sum(v * weights, idx, num_segments=num_bins) for v in values
-    )
-    return total, sums
+        return count, tuple(s + c for s, c in pairs)
+    # |w v| <= max |w| when |v| <= 1: one scale for every weighted value.
+    scale = _scale(weights) if bounded else None
+    wv = (weights,) + tuple(v * weights for v in values)
+    pairs = compensated_bin_sums(idx, num_bins, wv, scale=scale, variant=variant)
+    sums = tuple(s + c for s, c in pairs)
+    return sums[0], sums[1:]
+
+
+# --------------------------------------------------------------------------- levels
+def _at_or_below_scatter(u, num_levels):
+    idx = grid_index(u, num_levels)
+    return jnp.cumsum(_counts_scatter(idx, num_levels))
+
+
+def _at_or_below_compare(u, num_levels):
+    levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+    blocks = _blocks(u, jnp.nan)  # NaN compares False: padding counts nowhere
+    per_block = jnp.sum(blocks[:, :, None] <= levels, axis=1, dtype=_count_dtype())
+    return jnp.sum(per_block, axis=0)
 
 
 def count_at_or_below(
-    u: jax.Array, num_levels: int, weights: jax.Array | None = None
+    u: jax.Array,
+    num_levels: int,
+    weights: jax.Array | None = None,
+    *,
+    variant: Variant = None,
 ) -> jax.Array:
     """``#{i: u_i <= levels[j]}`` for every level of ``linspace(0, 1, num_levels)``.
 
-    Integer counts (or summed weights) by scatter-add and a cumulative sum: O(N + m),
-    no sort. Returns shape ``[num_levels]``.
+    Unweighted: integer counts, by scatter-add into the grid cells and a cumulative sum
+    on CPU (O(N + m), no sort) or by comparing blocks of values against every level and
+    reducing elsewhere; both give identical counts (NaN counted nowhere). Weighted: the
+    compensated per-cell sums, accumulated. Returns shape ``[num_levels]``.
     """
+    if weights is None:
+        return _dispatch(
+            variant,
+            lambda v: _at_or_below_scatter(v, num_levels),
+            lambda v: _at_or_below_compare(v, num_levels),
+            u,
+        )
     idx = grid_index(u, num_levels)
-    per_level, _ = bin_sums(idx, num_levels, weights=weights)
-    return jnp.cumsum(per_level)
+    ((s, c),) = compensated_bin_sums(idx, num_levels, (weights,), variant=variant)
+    return jnp.cumsum(s + c)

@@ -38,6 +38,7 @@ from bayescal.classification._metrics import (
     expected_calibration_error,
     log_loss,
     prediction_sharpness,
+    reliability_accumulator,
     reliability_curve,
 )
 from bayescal.classification._multiclass import (
@@ -62,6 +63,7 @@ __all__ = [
     "bootstrap_reliability_curve",
     # metrics
     "reliability_curve",
+    "reliability_accumulator",
     "expected_calibration_error",
     "brier_score",
     "log_loss",

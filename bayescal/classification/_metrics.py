@@ -758,3 +758,63 @@ def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
 @jax.jit
 def _sharpness_kernel(p: jax.Array) -> PredictionSharpness:
     return PredictionSharpness(jnp.var(p), jnp.mean(jnp.abs(p - 0.5)))
+
+
+# --------------------------------------------------------------------------- streaming
+def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
+    r"""Streaming :func:`reliability_curve` (uniform bins): ``init / update / merge / finalize``.
+
+    For data in chunks, on several devices or hosts. The state holds integer counts
+    per bin and compensated per-bin sums of the probabilities and labels, which merge
+    by addition: the counts equal :func:`reliability_curve` on all the data exactly,
+    the per-bin means to a few float ulps, whatever the chunking.
+
+    Parameters
+    ----------
+    bins : int, default 15
+        Number of equal-width bins on [0, 1].
+    weighted : bool, default False
+        Accept ``weights`` in ``update``; the curve's ``weight`` is then the summed
+        weight per bin (float) instead of the count (int).
+
+    Returns
+    -------
+    bayescal._src.accumulate.Accumulator
+        A NamedTuple of pure functions: ``init() -> state``,
+        ``update(state, y_true, y_prob, weights=None) -> state``,
+        ``merge(state, state) -> state`` and ``finalize(state) -> CalibrationCurve``.
+
+    Notes
+    -----
+    ``update`` is jitted and cannot raise on values: probabilities outside [0, 1],
+    labels other than 0 and 1, negative or non-finite weights are counted as invalid
+    and make ``finalize`` return NaN ``expected`` and ``observed``. Feed the curve to
+    ``bayescal.core.curve_error`` for the ECE.
+
+    See Also
+    --------
+    reliability_curve : The one-shot curve.
+    bayescal.regression.calibration_accumulator : The regression twin.
+
+    Examples
+    --------
+    >>> from bayescal.classification import reliability_accumulator
+    >>> from bayescal.core import curve_error
+    >>> acc = reliability_accumulator(bins=2)
+    >>> s = acc.update(acc.init(), [0, 0], [0.1, 0.3])
+    >>> s = acc.merge(s, acc.update(acc.init(), [1, 1], [0.6, 0.9]))
+    >>> c = acc.finalize(s)
+    >>> c.weight.tolist(), round(float(curve_error(c)), 4)
+    ([2, 2], 0.225)
+    """
+    from bayescal._src.accumulate import reliability_accumulator as _build
+
+    if isinstance(bins, bool) or not isinstance(bins, int):
+        raise TypeError(
+            f"bins must be an int number of uniform bins; got {bins!r}. Quantile or "
+            "custom edges depend on all the data and cannot be streamed."
+        )
+    num = _v.check_positive_int(bins, "bins")
+    if not isinstance(weighted, bool):
+        raise TypeError(f"weighted must be a bool; got {weighted!r}.")
+    return _build(num, weighted)

@@ -25,6 +25,7 @@ from bayescal.regression._conformal import (
     fit_conformalized_quantile,
 )
 from bayescal.regression._metrics import (
+    calibration_accumulator,
     calibration_curve,
     calibration_error,
     miscalibration_area,
@@ -62,6 +63,7 @@ __all__ = [
     "pit_cdf",
     "pit_quantiles",
     "calibration_curve",
+    "calibration_accumulator",
     "calibration_error",
     "miscalibration_area",
     "sharpness",

@@ -250,3 +250,55 @@ def sharpness(
         _v.check_finite(d, "draws")
         var = jnp.mean(jnp.var(d, axis=0), axis=-1)
     return jnp.sqrt(var) if root else var
+
+
+# --------------------------------------------------------------------------- streaming
+def calibration_accumulator(num_levels: int = 100, kind: CurveKind = "quantile"):
+    r"""Streaming :func:`calibration_curve`: ``init / update / merge / finalize``.
+
+    For data that come in chunks (larger than memory, read from files), live on
+    several devices or hosts: the state holds integer counts per level, which merge
+    by addition, so the result equals :func:`calibration_curve` on all the data at
+    once, exactly, whatever the chunking.
+
+    Parameters
+    ----------
+    num_levels : int, default 100
+        Number of levels, including 0 and 1.
+    kind : {"quantile", "interval"}, default "quantile"
+        One-sided or central-interval curve (see :func:`calibration_curve`).
+
+    Returns
+    -------
+    bayescal._src.accumulate.Accumulator
+        A NamedTuple of pure functions: ``init() -> state``,
+        ``update(state, pit) -> state`` (``pit``: a 1-D chunk of PIT values),
+        ``merge(state, state) -> state`` and ``finalize(state) -> CalibrationCurve``.
+        The state is a pytree of integer arrays (jit-, scan- and psum-friendly).
+
+    Notes
+    -----
+    ``update`` cannot raise on values (it is jitted): PIT values outside [0, 1] or
+    NaN are counted as invalid and make ``finalize`` return a NaN curve, as does a
+    state without data. Chunks are padded to power-of-two lengths internally, so
+    chunks of many sizes compile only a few times. Counts are int32 (int64 under
+    x64): one state holds at most ``2^31 - 1`` observations in float32 mode.
+
+    See Also
+    --------
+    calibration_curve : The one-shot curve.
+    bayescal.classification.reliability_accumulator : The classification twin.
+
+    Examples
+    --------
+    >>> from bayescal.regression import calibration_accumulator, calibration_curve
+    >>> acc = calibration_accumulator(num_levels=3)
+    >>> state = acc.update(acc.init(), [0.1, 0.4])
+    >>> state = acc.merge(state, acc.update(acc.init(), [0.8]))
+    >>> [round(v, 3) for v in acc.finalize(state).observed.tolist()]
+    [0.0, 0.667, 1.0]
+    """
+    from bayescal._src.accumulate import curve_accumulator
+
+    num_levels = _check_options(num_levels, kind)
+    return curve_accumulator(num_levels, kind)

@@ -1,0 +1,237 @@
+"""Streaming accumulators of calibration curves (optax style): init / update / merge / finalize.
+
+A curve depends on the data only through sufficient statistics that merge by addition:
+integer counts per level or bin, and per-bin sums kept as compensated pairs ``(s, c)``
+(see :func:`bayescal._src.binning.compensated_bin_sums`). So the same four pure
+functions serve one chunk, a stream of chunks (data larger than memory), a mesh of
+devices (``merge`` is ``psum``-able addition) and several hosts. Every state is a
+pytree of arrays: it passes through ``jax.jit``, ``jax.lax.scan`` and collectives.
+
+Invalid values (PIT or probabilities outside [0, 1], NaN, labels not in {0, 1},
+negative or non-finite weights) cannot raise inside ``jit``: they are counted in the
+state's ``invalid`` field and ``finalize`` then returns NaN curves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bayescal._src import validation as _v
+from bayescal._src.binned import bin_midpoints, uniform_edges
+from bayescal._src.binning import (
+    bin_counts,
+    bin_index,
+    compensated_bin_sums,
+    count_at_or_below,
+    two_sum,
+)
+from bayescal._src.bucketing import pad_to_bucket
+from bayescal._src.curve import CalibrationCurve
+
+__all__ = [
+    "Accumulator",
+    "CurveState",
+    "ReliabilityState",
+    "curve_accumulator",
+    "reliability_accumulator",
+    "merge_pairs",
+]
+
+
+class Accumulator(NamedTuple):
+    """Four pure functions of a streaming statistic (like an ``optax.GradientTransformation``).
+
+    Attributes
+    ----------
+    init : callable
+        ``init() -> state``: the state of no data.
+    update : callable
+        ``update(state, *chunk) -> state``: add a chunk of observations.
+    merge : callable
+        ``merge(state_a, state_b) -> state``: the state of both data sets.
+    finalize : callable
+        ``finalize(state) -> CalibrationCurve``.
+    """
+
+    init: Callable[[], Any]
+    update: Callable[..., Any]
+    merge: Callable[[Any, Any], Any]
+    finalize: Callable[[Any], CalibrationCurve]
+
+
+def _int():
+    return jnp.zeros((), dtype=int).dtype  # int32, or int64 under x64
+
+
+def _float():
+    return jnp.zeros((), dtype=float).dtype  # float32, or float64 under x64
+
+
+def merge_pairs(a: tuple, b: tuple) -> tuple:
+    """Add two compensated sums ``(s, c)`` with TwoSum (error-free on ``s``)."""
+    s, e = two_sum(a[0], b[0])
+    return s, a[1] + b[1] + e
+
+
+def _as_chunk(x: Any, name: str) -> jax.Array:
+    arr = _v.as_float_array(x, name)
+    _v.check_ndim(arr, name, 1)
+    return arr.astype(_float())
+
+
+# --------------------------------------------------------------------------- regression
+class CurveState(NamedTuple):
+    """State of a regression curve accumulator.
+
+    Attributes
+    ----------
+    count : int Array [L]
+        Number of statistics at or below each level.
+    total : int Array []
+        Number of observations seen.
+    invalid : int Array []
+        Number of values outside [0, 1] or NaN (the curve is NaN if any).
+    """
+
+    count: jax.Array
+    total: jax.Array
+    invalid: jax.Array
+
+
+def curve_accumulator(num_levels: int, kind: str) -> Accumulator:
+    """Accumulator of ``calibration_curve(pit, num_levels=..., kind=...)`` (validated options)."""
+
+    def init() -> CurveState:
+        zero = jnp.zeros((), _int())
+        return CurveState(jnp.zeros((num_levels,), _int()), zero, zero)
+
+    @jax.jit
+    def _update(state: CurveState, u: jax.Array, mask: jax.Array) -> CurveState:
+        ok = (u >= 0) & (u <= 1)
+        v = u if kind == "quantile" else jnp.abs(2 * u - 1)
+        v = jnp.where(mask & ok, v, jnp.nan)  # padding and invalid values count nowhere
+        count = count_at_or_below(v, num_levels).astype(_int())
+        total = jnp.sum(mask, dtype=_int())
+        invalid = jnp.sum(mask & ~ok, dtype=_int())
+        return CurveState(state.count + count, state.total + total, state.invalid + invalid)
+
+    def update(state: CurveState, pit: Any) -> CurveState:
+        u = _as_chunk(pit, "pit")
+        padded, mask = pad_to_bucket(u, 0.0)
+        return _update(state, padded, mask)
+
+    def merge(a: CurveState, b: CurveState) -> CurveState:
+        return jax.tree_util.tree_map(jnp.add, a, b)
+
+    def finalize(state: CurveState) -> CalibrationCurve:
+        dtype = _float()
+        levels = jnp.linspace(0.0, 1.0, num_levels, dtype=dtype)
+        observed = state.count.astype(dtype) / state.total.astype(dtype)
+        bad = (state.invalid > 0) | (state.total == 0)
+        observed = jnp.where(bad, jnp.nan, observed)
+        return CalibrationCurve(levels, observed, jnp.ones_like(levels))
+
+    return Accumulator(init, update, merge, finalize)
+
+
+# --------------------------------------------------------------------------- classification
+class ReliabilityState(NamedTuple):
+    """State of a reliability curve accumulator (uniform bins).
+
+    Attributes
+    ----------
+    count : int Array [K]
+        Observations per bin.
+    weight, prob, label : tuple of two float Arrays [K]
+        Compensated per-bin sums ``(s, c)`` of the weights, of ``w * y_prob`` and of
+        ``w * y_true`` (``w = 1`` without weights).
+    invalid : int Array []
+        Number of invalid observations (the curve is NaN if any).
+    """
+
+    count: jax.Array
+    weight: tuple[jax.Array, jax.Array]
+    prob: tuple[jax.Array, jax.Array]
+    label: tuple[jax.Array, jax.Array]
+    invalid: jax.Array
+
+
+def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
+    """Accumulator of ``reliability_curve(y, p, bins=num_bins)`` (validated options)."""
+
+    def init() -> ReliabilityState:
+        z = jnp.zeros((num_bins,), _float())
+        zero = jnp.zeros((), _int())
+        return ReliabilityState(
+            jnp.zeros((num_bins,), _int()), (z, z), (z, z), (z, z), zero
+        )
+
+    @jax.jit
+    def _update(state, y, p, w, mask):
+        ok = (p >= 0) & (p <= 1) & ((y == 0) | (y == 1)) & (w >= 0) & jnp.isfinite(w)
+        keep = mask & ok
+        edges = uniform_edges(num_bins, p.dtype)
+        idx = jnp.where(keep, bin_index(p, edges), num_bins)  # num_bins: dropped
+        ww = jnp.where(keep, w, 0)
+        pw, yw = jnp.where(keep, p, 0) * ww, jnp.where(keep, y, 0) * ww
+        scale = None if weighted else 1.0
+        sw, sp, sy = compensated_bin_sums(idx, num_bins, (ww, pw, yw), scale=scale)
+        count = bin_counts(idx, num_bins).astype(_int())
+        invalid = jnp.sum(mask & ~ok, dtype=_int())
+        return ReliabilityState(
+            state.count + count,
+            merge_pairs(state.weight, sw),
+            merge_pairs(state.prob, sp),
+            merge_pairs(state.label, sy),
+            state.invalid + invalid,
+        )
+
+    def update(state, y_true, y_prob, weights=None):
+        y = _as_chunk(y_true, "y_true")
+        p = _as_chunk(y_prob, "y_prob")
+        _v.check_same_shape(y_prob=p, y_true=y)
+        if weights is None:
+            w = jnp.ones_like(p)
+        else:
+            if not weighted:
+                raise TypeError(
+                    "this accumulator was built with weighted=False; build it with "
+                    "reliability_accumulator(..., weighted=True) to pass weights."
+                )
+            w = _as_chunk(weights, "weights")
+            _v.check_same_shape(y_prob=p, weights=w)
+        p, mask = pad_to_bucket(p, 0.0)
+        y, _ = pad_to_bucket(y, 0.0)
+        w, _ = pad_to_bucket(w, 0.0)
+        return _update(state, y, p, w, mask)
+
+    def merge(a: ReliabilityState, b: ReliabilityState) -> ReliabilityState:
+        return ReliabilityState(
+            a.count + b.count,
+            merge_pairs(a.weight, b.weight),
+            merge_pairs(a.prob, b.prob),
+            merge_pairs(a.label, b.label),
+            a.invalid + b.invalid,
+        )
+
+    def finalize(state: ReliabilityState) -> CalibrationCurve:
+        dtype = _float()
+        edges = uniform_edges(num_bins, dtype)
+        mid = bin_midpoints(edges).astype(dtype)
+        total = state.weight[0] + state.weight[1]
+        wt = state.count.astype(dtype) if not weighted else total
+        empty = wt == 0
+        safe = jnp.where(empty, 1, wt)
+        expected = jnp.where(empty, mid, (state.prob[0] + state.prob[1]) / safe)
+        observed = jnp.where(empty, mid, (state.label[0] + state.label[1]) / safe)
+        bad = state.invalid > 0
+        expected = jnp.where(bad, jnp.nan, expected).astype(dtype)
+        observed = jnp.where(bad, jnp.nan, observed).astype(dtype)
+        weight = total.astype(dtype) if weighted else state.count
+        return CalibrationCurve(expected, observed, weight, edges=edges)
+
+    return Accumulator(init, update, merge, finalize)

@@ -1,0 +1,70 @@
+"""Run in a subprocess with 8 simulated CPU devices (see tests/test_sharding.py).
+
+Every metric on inputs sharded over a 1-D Mesh with NamedSharding against the same
+metric on unsharded inputs. Prints one line per metric and "ALL OK" at the end.
+"""
+
+import sys
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from bayescal import classification as C
+from bayescal import regression as R
+
+assert jax.device_count() == 8, jax.device_count()
+mesh = Mesh(np.array(jax.devices()), ("d",))
+row = NamedSharding(mesh, P("d"))
+col = NamedSharding(mesh, P(None, "d"))
+rng = np.random.default_rng(0)
+n = 8 * 250
+y_reg = rng.normal(size=n).astype(np.float32)
+loc = np.zeros(n, np.float32)
+scale = np.ones(n, np.float32)
+draws = rng.normal(size=(64, n)).astype(np.float32)
+u = rng.uniform(size=n).astype(np.float32)
+p = rng.uniform(size=n).astype(np.float32)
+y = (rng.uniform(size=n) < p).astype(np.float32)
+
+
+def put(x):
+    return jax.device_put(x, col if x.ndim == 2 else row)
+
+
+CASES = {
+    "pit_normal": (R.pit_normal, (y_reg, loc, scale), {}),
+    "pit_draws": (R.pit_draws, (y_reg, draws), {}),
+    "calibration_curve": (R.calibration_curve, (u,), {}),
+    "calibration_error_l1": (R.calibration_error, (u,), {}),
+    "calibration_error_max": (R.calibration_error, (u,), {"norm": "max"}),
+    "miscalibration_area_exact": (R.miscalibration_area, (u,), {}),
+    "miscalibration_area_grid": (R.miscalibration_area, (u,), {"num_levels": 50}),
+    "sharpness": (R.sharpness, (scale,), {}),
+    "crps_normal": (R.crps_normal, (y_reg, loc, scale), {}),
+    "nll_normal": (R.nll_normal, (y_reg, loc, scale), {}),
+    "crps_draws": (R.crps_draws, (y_reg, draws), {}),
+    "reliability_curve": (C.reliability_curve, (y, p), {}),
+    "reliability_curve_quantile": (C.reliability_curve, (y, p), {"strategy": "quantile"}),
+    "expected_calibration_error": (C.expected_calibration_error, (y, p), {}),
+    "brier_score": (C.brier_score, (y, p), {}),
+    "log_loss": (C.log_loss, (y, p), {}),
+    "brier_decomposition": (C.brier_decomposition, (y, p), {}),
+    "brier_decomposition_binned": (C.brier_decomposition_binned, (y, p), {}),
+    "prediction_sharpness": (C.prediction_sharpness, (p,), {}),
+}
+
+only = sys.argv[1:] or list(CASES)
+for name in only:
+    fn, args, kwargs = CASES[name]
+    ref = fn(*args, **kwargs)
+    got = fn(*[put(a) for a in args], **kwargs)
+    for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(got), strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        if np.issubdtype(a.dtype, np.integer):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+        else:  # float sums: within a few ulps whatever the sharding
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7, err_msg=name)
+    print("ok", name, flush=True)
+print("ALL OK", flush=True)

@@ -1,0 +1,138 @@
+"""Streaming accumulators against the one-shot curves (exact counts), merge laws, jit."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bayescal.classification import reliability_accumulator, reliability_curve
+from bayescal.core import curve_error
+from bayescal.regression import calibration_accumulator, calibration_curve, calibration_error
+
+
+def _float():
+    return jnp.zeros((), dtype=float).dtype
+
+
+def _chunks(x, cuts):
+    cuts = sorted(set(c for c in cuts if 0 < c < len(x)))
+    return np.split(x, cuts)
+
+
+@settings(max_examples=10)
+@given(st.lists(st.integers(1, 499), max_size=4), st.sampled_from(["quantile", "interval"]))
+def test_calibration_accumulator_equals_one_shot(cuts, kind):
+    u = np.random.default_rng(len(cuts)).uniform(size=500).astype(_float())
+    acc = calibration_accumulator(num_levels=20, kind=kind)
+    state = acc.init()
+    for chunk in _chunks(u, cuts):
+        state = acc.update(state, chunk)
+    got, ref = acc.finalize(state), calibration_curve(u, num_levels=20, kind=kind)
+    # Exact counts: observed = count / n in both, bit for bit.
+    np.testing.assert_array_equal(np.asarray(got.observed), np.asarray(ref.observed))
+    np.testing.assert_array_equal(np.asarray(got.expected), np.asarray(ref.expected))
+    np.testing.assert_allclose(
+        float(curve_error(got)), float(calibration_error(u, num_levels=20, kind=kind)), rtol=1e-6
+    )
+
+
+def test_calibration_accumulator_merge_and_jit(rng):
+    u = rng.uniform(size=300).astype(_float())
+    acc = calibration_accumulator(num_levels=11)
+    a = acc.update(acc.init(), u[:120])
+    b = acc.update(acc.init(), u[120:])
+    both = acc.update(acc.update(acc.init(), u[:120]), u[120:])
+    merged = acc.merge(a, b)
+    for x, y in zip(jax.tree_util.tree_leaves(merged), jax.tree_util.tree_leaves(both)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    jitted = jax.jit(acc.update)(acc.init(), jnp.asarray(u))
+    np.testing.assert_array_equal(np.asarray(jitted.count), np.asarray(both.count))
+    # merge is commutative and init is its identity
+    np.testing.assert_array_equal(np.asarray(acc.merge(b, a).count), np.asarray(merged.count))
+    np.testing.assert_array_equal(np.asarray(acc.merge(acc.init(), a).count), np.asarray(a.count))
+
+
+def test_calibration_accumulator_invalid_gives_nan():
+    acc = calibration_accumulator(num_levels=5)
+    state = acc.update(acc.init(), jnp.array([0.2, 1.5, 0.4]))
+    assert np.isnan(np.asarray(acc.finalize(state).observed)).all()
+    assert np.isnan(np.asarray(acc.finalize(acc.init()).observed)).all()  # no data
+
+
+def test_calibration_accumulator_bad_options():
+    with pytest.raises(ValueError, match="kind"):
+        calibration_accumulator(kind="two-sided")
+    with pytest.raises((ValueError, TypeError), match="num_levels"):
+        calibration_accumulator(num_levels=1)
+    acc = calibration_accumulator()
+    with pytest.raises(ValueError, match="pit must be 1-D"):
+        acc.update(acc.init(), np.zeros((2, 2)))
+
+
+@settings(max_examples=10)
+@given(st.lists(st.integers(1, 599), max_size=4))
+def test_reliability_accumulator_equals_one_shot(cuts):
+    rng = np.random.default_rng(len(cuts))
+    p = rng.uniform(size=600).astype(_float())
+    p[:30] = np.arange(30) % 16 / 15  # values exactly on the edges
+    y = (rng.uniform(size=600) < p).astype(_float())
+    acc = reliability_accumulator(bins=15)
+    state = acc.init()
+    for cy, cp in zip(_chunks(y, cuts), _chunks(p, cuts), strict=True):
+        state = acc.update(state, cy, cp)
+    got, ref = acc.finalize(state), reliability_curve(y, p, bins=15)
+    np.testing.assert_array_equal(np.asarray(got.weight), np.asarray(ref.weight))
+    np.testing.assert_allclose(np.asarray(got.expected), np.asarray(ref.expected), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got.observed), np.asarray(ref.observed), rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(got.edges), np.asarray(ref.edges))
+    np.testing.assert_allclose(float(curve_error(got)), float(curve_error(ref)), rtol=1e-5)
+
+
+def test_reliability_accumulator_weighted_merge(rng):
+    p = rng.uniform(size=400).astype(_float())
+    y = (rng.uniform(size=400) < p).astype(_float())
+    w = rng.exponential(size=400).astype(_float())
+    acc = reliability_accumulator(bins=8, weighted=True)
+    a = acc.update(acc.init(), y[:150], p[:150], w[:150])
+    b = jax.jit(acc.update)(acc.init(), y[150:], p[150:], w[150:])
+    got = acc.finalize(acc.merge(a, b))
+    ref = reliability_curve(y, p, bins=8, weights=w)
+    np.testing.assert_allclose(np.asarray(got.weight), np.asarray(ref.weight), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got.observed), np.asarray(ref.observed), rtol=1e-6)
+
+
+def test_reliability_accumulator_errors_and_nan():
+    with pytest.raises(TypeError, match="uniform bins"):
+        reliability_accumulator(bins=np.linspace(0, 1, 5))
+    acc = reliability_accumulator(bins=4)
+    with pytest.raises(TypeError, match="weighted=True"):
+        acc.update(acc.init(), [1.0], [0.5], [2.0])
+    with pytest.raises(ValueError, match="y_true"):
+        acc.update(acc.init(), [1.0, 0.0], [0.5])
+    bad = acc.update(acc.init(), [1.0, 2.0], [0.5, 0.5])  # label 2
+    assert np.isnan(np.asarray(acc.finalize(bad).observed)).all()
+
+
+def test_accumulator_in_scan(rng):
+    # A stream of equal chunks under lax.scan: the state is a pytree of arrays.
+    u = rng.uniform(size=(5, 64)).astype(_float())
+    acc = calibration_accumulator(num_levels=9)
+    state, _ = jax.lax.scan(lambda s, c: (acc.update(s, c), None), acc.init(), jnp.asarray(u))
+    ref = calibration_curve(u.ravel(), num_levels=9)
+    np.testing.assert_array_equal(np.asarray(acc.finalize(state).observed), np.asarray(ref.observed))
+
+
+def test_bucketing_compiles_few_times(rng):
+    # 200 chunk lengths 1000..1199 fall in two power-of-two buckets (1024, 2048).
+    acc = calibration_accumulator(num_levels=10)
+    state = acc.init()
+    update = acc.update
+    u = rng.uniform(size=1200).astype(_float())
+    for n in range(1000, 1200):
+        state = update(state, u[:n])
+    inner = update.__closure__  # the jitted kernel lives in the closure
+    jitted = [c.cell_contents for c in inner if hasattr(c.cell_contents, "_cache_size")]
+    assert jitted and jitted[0]._cache_size() <= 2
+    assert int(state.total) == sum(range(1000, 1200))
