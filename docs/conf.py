@@ -136,7 +136,7 @@ def _write_api_pages() -> None:
 _write_api_pages()
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
-exclude_patterns = ["_build", "**.ipynb_checkpoints", "_templates"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_templates", "experiments"]
 templates_path = ["_templates"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 
