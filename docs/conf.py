@@ -200,6 +200,8 @@ html_sidebars = {
     "choosing": [],
     "gallery": [],
     "arviz-cli": [],
+    "tutorials/*": [],
+    "api/index": [],
 }
 suppress_warnings = ["mystnb.unknown_mime_type"]
 
