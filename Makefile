@@ -16,7 +16,7 @@ VENV312 := .venv312
 # Third tier: the declared minimum versions of pyproject.toml, pinned.
 VENVMIN := .venvmin
 MIN_PINS := jax==0.4.35 jaxlib==0.4.35 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
-	arviz==0.20.0 matplotlib==3.8.4
+	arviz==0.22.0 matplotlib==3.8.4
 
 FAST := -m "not slow and not docs"
 

@@ -106,6 +106,8 @@ def _write_api_pages() -> None:
             f".. currentmodule:: {modname}",
             "",
         ]
+        if modname == "bayescal.plot":
+            lines += ["Every function drawn, with its code: :doc:`/gallery`.", ""]
         for group in ("Functions", "Classes", "Types and constants"):
             if group not in groups:
                 continue
