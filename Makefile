@@ -1,11 +1,26 @@
-# bayescal developer tasks. Each target sets up .venv itself on a fresh machine
-# (only python3 >= 3.11, pip and make are needed).
+# bayescal developer tasks. Each target sets up its environment itself on a fresh
+# machine (only python3 >= 3.11, pip and make are needed; the 3.12 tier also needs a
+# python3.12, e.g. from pyenv).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
+# pytest's worker count; 2 suits the 2-core CI machines.
+JOBS   ?= 2
 
-.PHONY: test test-x64 fuzz demo bench lint docs clean
+# Second tier: Python 3.12 with the newest jax, numpyro and arviz 1.x (xarray.DataTree).
+# python3.12 on PATH if it runs, else the newest pyenv 3.12.
+PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
+	"$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { echo "$$p"; break; }; done)
+VENV312 := .venv312
+# Third tier: the declared minimum versions of pyproject.toml, pinned.
+VENVMIN := .venvmin
+MIN_PINS := jax==0.4.35 jaxlib==0.4.35 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
+	arviz==0.22.0 matplotlib==3.8.4
+
+FAST := -m "not slow and not docs"
+
+.PHONY: fuzz test test-fast test-x64 test-slow test-py312 test-min ci demo bench lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +46,46 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-# The whole suite: tests and doctests in float32 (JAX's default), the tests again with
-# JAX_ENABLE_X64=1, then the docs with the tutorial notebooks executed.
-test: $(VENV)/.test-installed $(VENV)/.docs-installed
-	$(PY) -m pytest -n 2 -q
-	JAX_ENABLE_X64=1 $(PY) -m pytest -n 2 -q -m "not slow" tests
-	$(MAKE) docs
+$(VENV312)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "make test-py312: no python3.12 found (set PYTHON312=...)"; exit 1; }
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV312)/bin/python -m pip install --quiet --upgrade -e '.[test]' 'jax>=0.11' numpyro 'arviz>=1'
+	touch $@
+
+$(VENVMIN)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENVMIN)
+	$(VENVMIN)/bin/python -m pip install --quiet --upgrade pip
+	printf '%s\n' $(MIN_PINS) > $(VENVMIN)/constraints.txt
+	$(VENVMIN)/bin/python -m pip install --quiet -c $(VENVMIN)/constraints.txt -e '.[test]'
+	touch $@
+
+# The everyday suite (target: under 6 minutes on 2 cores): tests and doctests in
+# float32 (JAX's default) without the slow statistical tests, the same tests with
+# JAX_ENABLE_X64=1, then the docs (built with -W, the notebooks executed, and
+# tests/test_docs.py run on the HTML).
+test: test-fast test-x64 docs
+
+test-fast: $(VENV)/.test-installed
+	$(PY) -m pytest -n $(JOBS) -q $(FAST)
+
+test-x64: $(VENV)/.test-installed
+	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) tests
+
+# The long statistical and end-to-end tests (CI runs them too: .ci/run).
+test-slow: $(VENV)/.test-installed
+	$(PY) -m pytest -n $(JOBS) -q -m slow
+
+test-py312: $(VENV312)/.installed
+	$(VENV312)/bin/python -c 'import jax, numpyro, arviz; print("tier py3.12: jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__)'
+	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(FAST)
+
+test-min: $(VENVMIN)/.installed
+	$(VENVMIN)/bin/python -c 'import jax, numpyro, arviz; print("tier minimum: jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__)'
+	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(FAST) tests
+
+# Everything CI runs.
+ci: test test-slow test-py312 test-min
 
 # The fuzz harness with thousands of examples per public function (tests/test_fuzz.py;
 # `make test` runs a few per function).
@@ -56,8 +105,10 @@ lint: $(VENV)/.lint-installed
 	$(BIN)/mypy bayescal
 
 docs: $(VENV)/.docs-installed
-	rm -rf docs/_build docs/api/generated docs/tutorials
+	rm -rf docs/_build docs/api/generated docs/api/modules docs/tutorials
 	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	$(PY) -m pytest -q -p no:xdist -m docs tests/test_docs.py
 
 clean:
-	rm -rf $(VENV) docs/_build .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV312) $(VENVMIN) docs/_build docs/api/generated docs/api/modules \
+		docs/tutorials .pytest_cache .hypothesis

@@ -166,6 +166,18 @@ def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
     calibration error; for a reliability curve (count weights) ECE, its L2 version and
     MCE.
 
+    Parameters
+    ----------
+    curve : CalibrationCurve
+        The curve, from either branch.
+    norm : {"l1", "l2", "max"}
+        Which functional of the gaps.
+
+    Returns
+    -------
+    Array, scalar
+        The weighted gap.
+
     Examples
     --------
     >>> import jax.numpy as jnp
@@ -181,6 +193,16 @@ def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
 @_v.validated
 def curve_area(curve: CalibrationCurve) -> jax.Array:
     """Area between the piecewise-linear curve and the diagonal, crossings exact.
+
+    Parameters
+    ----------
+    curve : CalibrationCurve
+        The curve; ``expected`` must be sorted.
+
+    Returns
+    -------
+    Array, scalar
+        The area.
 
     Examples
     --------

@@ -13,7 +13,19 @@ __all__ = ["Dataset", "load_diabetes", "load_breast_cancer"]
 
 
 class Dataset(NamedTuple):
-    """Features ``X [N, D]`` (float64), target ``y [N]``, and the column names."""
+    """Features ``X [N, D]`` (float64), target ``y [N]``, and the column names.
+
+    Attributes
+    ----------
+    X : ndarray, shape [N, D]
+        Features (float64).
+    y : ndarray, shape [N]
+        Target.
+    feature_names : tuple of str
+        Column names of ``X``.
+    target_name : str
+        Name of the target.
+    """
 
     X: np.ndarray
     y: np.ndarray
@@ -33,6 +45,11 @@ def _load(name: str, target_dtype) -> Dataset:
 def load_diabetes() -> Dataset:
     """Efron et al. (2004) diabetes data: 442 patients, 10 raw features, progression.
 
+    Returns
+    -------
+    Dataset
+        Features ``X``, target ``y``, ``feature_names`` and ``target_name``.
+
     Examples
     --------
     >>> from bayescal.datasets import load_diabetes
@@ -45,6 +62,11 @@ def load_diabetes() -> Dataset:
 
 def load_breast_cancer() -> Dataset:
     """Breast Cancer Wisconsin (Diagnostic): 569 cases, 30 features, 1 = malignant.
+
+    Returns
+    -------
+    Dataset
+        Features ``X``, target ``y``, ``feature_names`` and ``target_name``.
 
     Examples
     --------

@@ -90,7 +90,7 @@ def pit(
 
     Parameters
     ----------
-    y_true : array_like, shape [*obs_shape] or [N]
+    y_true : array_like, shape ``[*obs_shape]`` or [N]
         Observed values, with the site's observation shape or flattened (C order).
     predictive : dict or array_like
         The output of ``numpyro.infer.Predictive`` (a dict of draws-first arrays, from
@@ -535,7 +535,7 @@ def rao_blackwell_pit(
         ``mcmc.get_samples()``, or draws of an SVI guide,
         ``Predictive(guide, params=svi_result.params, num_samples=S)(key, ...)``. An
         entry for ``site`` itself is ignored.
-    y_true : array_like, shape [*site_shape] or [N]
+    y_true : array_like, shape ``[*site_shape]`` or [N]
         Observed values (held-out data), with the site's shape or flattened.
     *args, **kwargs
         Passed to ``model``: the held-out inputs (e.g. ``X_test``) and the model's
@@ -662,7 +662,7 @@ def predictive_moments(
 
     Returns
     -------
-    mean, var : Array, shape [*site_shape]
+    mean, var : Array, shape ``[*site_shape]``
         Infinite where a draw's distribution has no finite variance (StudentT with
         ``df <= 2``).
 
@@ -734,7 +734,7 @@ def predictive_probs(
 
     Returns
     -------
-    Array, shape [*site_shape]
+    Array, shape ``[*site_shape]``
         Probabilities in [0, 1].
 
     Examples

@@ -109,6 +109,7 @@ def test_bin_sums_keeps_empty_bins_and_counts_in_int():
     np.testing.assert_allclose(sw, [2.0, 0, 0, 6.0, 0])
 
 
+@pytest.mark.slow
 @given(
     # XLA on CPU flushes subnormals to zero, so they are left out of the comparison.
     hnp.arrays(
@@ -137,6 +138,7 @@ def _fine_area(x, d, n=400_001):
     return np.trapezoid(np.abs(np.interp(t, x, d)), t)
 
 
+@pytest.mark.slow
 @given(hnp.arrays(np.float64, st.integers(2, 30), elements=st.floats(-1, 1)))
 def test_area_between_matches_fine_quadrature(d):
     x = np.linspace(0, 1, d.size)

@@ -79,6 +79,7 @@ def _misspecified(rng, n, model_sd=0.5):
     return y, loc, np.full(n, model_sd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("predictive", ["normal", "draws"])
 def test_recalibration_restores_held_out_coverage(predictive):
     rng = np.random.default_rng(42)
@@ -111,6 +112,7 @@ def test_recalibration_restores_held_out_coverage(predictive):
     assert np.max(np.abs(raw_cov - levels)) > 0.04  # it really was miscalibrated
 
 
+@pytest.mark.slow
 def test_recalibrated_interval_coverage(rng):
     y_c, loc_c, sc_c = _misspecified(rng, 4000)
     y_t, loc_t, sc_t = _misspecified(rng, 4000)

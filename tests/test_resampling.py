@@ -121,6 +121,7 @@ def test_engine_jit_equals_eager_vmap_equals_loop_and_batching_is_invisible(rng)
     np.testing.assert_allclose(small.samples, eager[0].samples, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_null_pvalue_formula_and_uniformity_under_the_null():
     sim = lambda k: jax.random.normal(k, (20,), FLOAT)  # noqa: E731
     res = core.null_pvalue(jax.random.key(6), _mean, 0.2, sim, num_samples=199)
@@ -141,6 +142,7 @@ def test_null_pvalue_formula_and_uniformity_under_the_null():
         np.testing.assert_allclose(pv[i], one.pvalue)
 
 
+@pytest.mark.slow
 def test_regression_null_tests_are_uniform_under_calibration_and_detect_miscalibration():
     n, r = 60, 300
     u = jax.random.uniform(jax.random.key(9), (r, n), FLOAT)
@@ -241,6 +243,7 @@ def _corp_reference(x, y):
     return fit[inv]
 
 
+@pytest.mark.slow
 def test_corp_resamples_pool_ties_and_band_is_their_quantiles(rng):
     n, b = 60, 40
     x = np.round(rng.uniform(0.05, 0.95, n), 1).astype(np.float64 if X64 else np.float32)
@@ -301,6 +304,7 @@ def test_pit_ecdf_band_structure_and_adjusted_level():
     np.testing.assert_array_equal(lo_c, binom.ppf(q))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, k", [(200, 100), (5000, 20)])
 def test_pit_ecdf_band_false_alarm_rate_is_nominal(n, k):
     # Säilynoja, Bürkner & Vehtari (2022): a 95% simultaneous band should flag 5% of
@@ -321,6 +325,7 @@ def test_pit_ecdf_band_false_alarm_rate_is_nominal(n, k):
     assert 0.04 <= rate <= 0.06, rate
 
 
+@pytest.mark.slow
 def test_multinomial_ecdf_counts_have_binomial_moments():
     # Large n: the counts at the points are drawn as multinomial cell counts. They must
     # still be #{u <= z_j} ~ Bin(n, z_j) with the ECDF's covariance
@@ -358,6 +363,7 @@ def test_true_mace_from_a_very_large_sample():
     assert abs(float(big) - _true_mace()) < 5e-4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["plain", "bayesian"])
 def test_bootstrap_mace_intervals_cover_at_the_nominal_rate(method):
     # 300 data sets of n = 300 from a shifted model (MACE ~ 0.083, well away from 0,
@@ -392,6 +398,7 @@ def _numpy_curves(u, levels, weights):
     return np.einsum("bn,bnl->bl", weights, below) / weights.sum(axis=1, keepdims=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["plain", "bayesian"])
 def test_count_bootstrap_small_n_reproduces_the_engine_draws(method):
     # For small n, bootstrap_calibration_error draws per observation with the engine's
@@ -418,6 +425,7 @@ def test_count_bootstrap_small_n_reproduces_the_engine_draws(method):
     assert curve.lower.dtype == FLOAT and fast.samples.dtype == FLOAT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["plain", "bayesian"])
 def test_count_bootstrap_large_n_has_the_engine_distribution(method):
     # For n = 5000 > 40 * 100 levels, bootstrap_calibration_error draws per level cell

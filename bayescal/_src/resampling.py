@@ -92,6 +92,18 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
     (``jax.random.PRNGKey(0)``) or a nonnegative int seed (made into
     ``jax.random.key(seed)``). Anything else raises a ``TypeError`` naming ``name``.
 
+    Parameters
+    ----------
+    key : PRNG key or int
+        The key or seed.
+    name : str
+        The argument name used in error messages.
+
+    Returns
+    -------
+    Array
+        A typed PRNG key.
+
     Examples
     --------
     >>> import jax

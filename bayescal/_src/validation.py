@@ -206,6 +206,8 @@ def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
     """Array arguments (traced) apart from the rest (static; None if unhashable)."""
     dyn, static, layout = [], [], []
     for key, value in [(i, a) for i, a in enumerate(args)] + sorted(kwargs.items()):
+        if isinstance(value, jax.core.Tracer):
+            return None  # traced (vmap/jit): no fused eager pass (old jax hashes tracers)
         if isinstance(value, jax.Array | np.ndarray) and not isinstance(
             value, jax.core.Tracer
         ):

@@ -586,7 +586,18 @@ class TemperatureCalibrator:
     temperature: jax.Array
 
     def scale(self, logits: Any) -> jax.Array:
-        """The rescaled logits ``logits / T``."""
+        """The rescaled logits ``logits / T``.
+
+        Parameters
+        ----------
+        logits : array_like, shape [N, C] or [N]
+            Uncalibrated logits.
+
+        Returns
+        -------
+        Array
+            ``logits / T``, same shape and dtype.
+        """
         z = _v.as_float_array(logits, "logits")
         _v.check_ndim(z, "logits", (1, 2))
         _v.check_finite(z, "logits")

@@ -134,6 +134,16 @@ class CrossCalibratedClassifier:
         (``"per_fold"``) or once on all the data (``"pooled"``), since the contract
         is a pure fit-and-predict function. To avoid the refits, pass ``X_new`` to
         :func:`cross_calibrate` and read ``new_proba``.
+
+        Parameters
+        ----------
+        X_new : array_like
+            New inputs, in whatever form ``fit_predict`` accepts.
+
+        Returns
+        -------
+        Array, shape [M]
+            Calibrated probabilities of class 1.
         """
         if self.ensemble == "pooled":
             scores = _call(self.fit_predict, self.X, self.y, X_new)

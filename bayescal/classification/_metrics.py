@@ -565,7 +565,17 @@ class BrierDecomposition(NamedTuple):
 
 
 class MurphyDecomposition(NamedTuple):
-    """Binned Murphy decomposition: ``BS ~= reliability - resolution + uncertainty``."""
+    """Binned Murphy decomposition: ``BS ~= reliability - resolution + uncertainty``.
+
+    Attributes
+    ----------
+    reliability : Array, scalar
+        Binned miscalibration term.
+    resolution : Array, scalar
+        Binned resolution term.
+    uncertainty : Array, scalar
+        Base-rate term ``pbar (1 - pbar)``.
+    """
 
     reliability: jax.Array
     resolution: jax.Array

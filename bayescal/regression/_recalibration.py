@@ -59,7 +59,18 @@ class IsotonicRecalibrator:
         return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
 
     def inverse(self, levels: ArrayLike) -> jax.Array:
-        """Raw levels ``R^{-1}(levels)`` (generalized inverse); ``levels`` in [0, 1]."""
+        """Raw levels ``R^{-1}(levels)`` (generalized inverse).
+
+        Parameters
+        ----------
+        levels : array_like
+            Target (calibrated) levels in [0, 1].
+
+        Returns
+        -------
+        Array
+            The raw levels, same shape.
+        """
         p = _as_levels(levels, self.raw.dtype)
         out = interp(p, self.calibrated, self.raw)
         return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
@@ -142,7 +153,20 @@ class SigmaScaling:
         return (s * self.factor).astype(s.dtype)
 
     def pit(self, y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
-        """PIT values of the rescaled predictive (same family, scale multiplied)."""
+        """PIT values of the rescaled predictive (same family, scale multiplied).
+
+        Parameters
+        ----------
+        y_true : array_like, shape [N]
+            Observed values.
+        loc, scale : array_like, shape [N]
+            The uncalibrated predictive's location and scale.
+
+        Returns
+        -------
+        Array, shape [N]
+            PIT values under the rescaled predictive.
+        """
         y, m, s = _prep_lss(y_true, loc, scale)
         return _fam.cdf((y - m) / (s * self.factor), self.family, self.df).astype(y.dtype)
 
@@ -380,6 +404,17 @@ def recalibrated_interval(
 
     The bounds are the recalibrated quantiles at ``(1 - coverage) / 2`` and
     ``(1 + coverage) / 2``.
+
+    Parameters
+    ----------
+    recalibrator : IsotonicRecalibrator or SigmaScaling
+        A fitted recalibrator.
+    coverage : float in (0, 1)
+        Nominal coverage of the interval, e.g. 0.9.
+    loc, scale : array_like, shape [N], optional
+        Normal predictives (exactly one of ``loc``/``scale`` or ``draws``).
+    draws : array_like, shape [S, N], optional
+        Predictive draws.
 
     Returns
     -------
