@@ -22,3 +22,6 @@ def rng():
 def float_tol(dtype=None):
     """Relative tolerance matching the dtype bayescal computes in."""
     return 1e-10 if X64 else 2e-5
+
+# Scripts run in subprocesses (with their own XLA flags), not test modules.
+collect_ignore = ["_sharded_check.py", "_multihost_worker.py"]
