@@ -109,7 +109,12 @@ def test_isotonic_matches_sklearn_including_ties(rng):
     tol = 1e-12 if X64 else 1e-6
     np.testing.assert_allclose(cal(new), ref.predict(new), atol=tol)
     np.testing.assert_allclose(cal(score), ref.predict(score), atol=tol)
-    assert cal.thresholds.shape == (np.unique(score).size,)
+    # fixed-size output: the distinct scores, then the largest one repeated up to N
+    m = np.unique(score).size
+    assert cal.thresholds.shape == cal.values.shape == (700,)
+    np.testing.assert_array_equal(cal.thresholds[:m], np.unique(score))
+    np.testing.assert_array_equal(cal.thresholds[m:], score.max())
+    np.testing.assert_array_equal(cal.values[m:], cal.values[m - 1])
     # single distinct score: constant calibrator
     const = fit_isotonic([0, 1, 1], np.full(3, 0.4, DTYPE))
     np.testing.assert_allclose(

@@ -1,11 +1,13 @@
 """Fitted calibrators for classifiers: frozen pytrees, callable on new scores.
 
-Every ``fit_*`` validates eagerly and returns a frozen dataclass registered with
+Every ``fit_*`` validates its input and returns a frozen dataclass registered with
 ``jax.tree_util.register_dataclass``: arrays are data fields (they trace through
-``jax.jit`` and stack under ``jax.vmap``), option strings are meta fields. Calling a
-calibrator is jittable; fitting is eager (parametric fits run a float64 Newton solver
-in numpy on the host, which is deterministic and fast for these 1-3 parameter
-problems; isotonic fitting pools ties on the host and runs the core's PAV).
+``jax.jit`` and stack under ``jax.vmap``), option strings are meta fields. Fitting
+and calling are both jittable and vmappable: the parametric fits run the shared
+damped-Newton solver of ``bayescal._src.newton`` (a ``lax.while_loop``), the isotonic
+fit pools ties and runs PAV through host callbacks that batch under ``vmap``, with a
+fixed-size (padded) output. Eagerly, invalid values raise a ``ValueError``; under
+``jit``/``vmap`` they make the fitted parameters NaN.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.binning import bin_index
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
@@ -29,9 +34,6 @@ from bayescal.classification._inputs import (
     resolve_bins,
 )
 from bayescal.classification._metrics import _curve
-from bayescal._src.binning import bin_index
-from bayescal._src.ties import pool_ties
-from bayescal.core import isotonic_regression
 
 __all__ = [
     "PlattCalibrator",
@@ -49,10 +51,6 @@ __all__ = [
 ]
 
 INPUTS = ("prob", "score")
-
-
-def _as_param(value: Any, dtype) -> jax.Array:
-    return jnp.asarray(np.asarray(value, dtype=np.float64), dtype=dtype)
 
 
 def _scores(y_score: Any, name: str, *, probabilities: bool) -> jax.Array:
@@ -73,16 +71,20 @@ def _logit(p: jax.Array, eps: float | None) -> jax.Array:
 
 
 def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str) -> None:
-    if eps is not None or not _v.is_concrete(p):
+    """Record that no probability is exactly 0 or 1 (their logit is infinite)."""
+    if eps is not None:
         return
-    host = np.asarray(p)
-    n_edge = int(np.count_nonzero((host == 0) | (host == 1)))
-    if n_edge:
-        raise ValueError(
-            f"{name} has {n_edge} values at exactly 0 or 1, where {method} needs "
-            "log(p) and log(1 - p), which are infinite. Pass eps (e.g. eps=1e-7) to clip "
-            "them to [eps, 1 - eps] explicitly, or fit on the raw scores."
-        )
+    _v.record(
+        "less_equal",
+        name,
+        jnp.any((p == 0) | (p == 1)),
+        False,
+        what=(
+            f"has values at exactly 0 or 1, where {method} needs log(p) and "
+            "log(1 - p), which are infinite. Pass eps (e.g. eps=1e-7) to clip them to "
+            "[eps, 1 - eps] explicitly, or fit on the raw scores"
+        ),
+    )
 
 
 def _times(coef: jax.Array, x: jax.Array) -> jax.Array:
@@ -121,71 +123,37 @@ def _temperature_apply(temperature, z):
 
 
 # --------------------------------------------------------------------------- solver
-def _newton_logistic(
-    features: np.ndarray,
-    targets: np.ndarray,
-    *,
-    init: np.ndarray | None = None,
-    max_iter: int = 200,
-) -> tuple[np.ndarray, bool]:
-    """Unpenalised logistic regression with an intercept, by damped Newton (float64).
+def _logistic_fit(features, y, *, soft_labels: bool, x0=None, lower=None):
+    """Unpenalised logistic regression of binary ``y`` on ``features`` (+ intercept).
 
-    Minimises ``sum_i softplus(eta_i) - t_i eta_i`` with ``eta = X beta + c`` and
-    targets ``t`` in [0, 1] (soft labels allowed). Returns ``([beta..., c],
-    converged)``. Each step solves the Newton system (with a 1e-12 ridge as in Lin,
-    Lin & Weng 2007) and halves the step until the loss decreases; it stops when the
-    gradient is at rounding level or no step decreases the loss any more.
-
-    ``converged`` is False after ``max_iter`` steps and also when the loss has gone
-    to ~0 (below 1e-6 per observation): with hard labels that means the classes are
-    separated and the maximum-likelihood coefficients are infinite (the iteration
-    only stopped because the gradient underflowed). Soft labels keep the loss away
-    from 0.
+    Returns ``(theta, ok)`` with ``theta = (beta_1..beta_K, c)``; ``ok`` is False when
+    the solver ran out of steps or the loss went to ~0 (below 1e-6 per observation):
+    with hard labels that means the classes are separated by the features and the
+    maximum-likelihood coefficients are infinite. Platt's soft labels keep the loss
+    away from 0. The data are padded to a bucket size first (zero weights), so one
+    compiled solver serves many sizes.
     """
-    theta, converged = _newton_iterations(features, targets, init, max_iter)
-    x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
-    eta = x @ theta
-    loss = float(np.sum(np.logaddexp(0.0, eta) - np.asarray(targets, np.float64) * eta))
-    return theta, converged and loss >= 1e-6 * len(targets)
+    padded, weights = newton.pad_observations(*features, y)
+    return _logistic_kernel(
+        tuple(padded[:-1]), padded[-1], weights, x0, lower, soft_labels=soft_labels
+    )
 
 
-def _newton_iterations(features, targets, init, max_iter: int) -> tuple[np.ndarray, bool]:
-    x = np.column_stack([np.asarray(features, np.float64), np.ones(len(targets))])
-    t = np.asarray(targets, np.float64)
-    theta = np.zeros(x.shape[1]) if init is None else np.asarray(init, np.float64)
-
-    def loss_of(th):
-        eta = x @ th
-        return float(np.sum(np.logaddexp(0.0, eta) - t * eta))
-
-    loss = loss_of(theta)
-    scale = np.abs(x).sum(axis=0) + 1.0
-    for _ in range(max_iter):
-        eta = x @ theta
-        q = 0.5 * (1.0 + np.tanh(0.5 * eta))  # sigmoid, overflow-free
-        grad = x.T @ (q - t)
-        if np.all(np.abs(grad) <= 1e-12 * scale):
-            return theta, True
-        hess = (x * (q * (1.0 - q))[:, None]).T @ x
-        hess[np.diag_indices_from(hess)] += 1e-12
-        try:
-            step = np.linalg.solve(hess, grad)
-        except np.linalg.LinAlgError:
-            step = grad / np.maximum(np.diag(hess), 1e-12)
-        rate = 1.0
-        while rate >= 1e-10:
-            candidate = theta - rate * step
-            new_loss = loss_of(candidate)
-            if new_loss < loss:
-                break
-            rate *= 0.5
-        else:  # no decrease possible: at the optimum to rounding
-            return theta, bool(np.all(np.abs(grad) <= 1e-6 * scale))
-        decrease = loss - new_loss
-        theta, loss = candidate, new_loss
-        if decrease <= 1e-15 * max(abs(loss), 1.0) and rate == 1.0:
-            return theta, True
-    return theta, False
+@functools.partial(jax.jit, static_argnames=("soft_labels",))
+def _logistic_kernel(features, y, weights, x0, lower, *, soft_labels: bool):
+    dtype = features[0].dtype
+    n = jnp.sum(weights)
+    n_pos = jnp.sum(weights * (y > 0.5))
+    n_neg = n - n_pos
+    if x0 is None:
+        x0 = jnp.zeros(len(features) + 1, dtype)
+        x0 = x0.at[-1].set(jnp.log((n_pos + 1) / (n_neg + 1)))
+    offset = None
+    if soft_labels:  # Platt's targets t = y + offset
+        offset = jnp.where(y > 0.5, -1 / (n_pos + 2), 1 / (n_neg + 2)).astype(dtype)
+    objective = newton.logistic_objective(features, y, offset, weights)
+    res = newton.minimize(objective, x0.astype(dtype), lower=lower)
+    return res.x, res.converged & (res.value >= 1e-6 * n)
 
 
 def _warn_not_converged(name: str) -> None:
@@ -265,10 +233,17 @@ def fit_platt(
     Notes
     -----
     Minimises :math:`-\sum_i t_i \log P_i + (1 - t_i)\log(1 - P_i)` with
-    :math:`P_i = 1/(1 + \exp(A f_i + B))` by Newton's method with step halving, in
-    float64 (Lin, Lin & Weng 2007), starting from :math:`A = 0`,
-    :math:`B = \log((N_- + 1)/(N_+ + 1))`. Deterministic; the loss is convex, so it
-    converges to the unique optimum. Platt's example :math:`F = (5, -4, 1)`,
+    :math:`P_i = 1/(1 + \exp(A f_i + B))` by Newton's method with step halving (Lin,
+    Lin & Weng 2007), starting from :math:`A = 0`,
+    :math:`B = \log((N_- + 1)/(N_+ + 1))`, in JAX in ``y_score``'s dtype (the shared
+    solver of ``bayescal._src.newton``; sums over observations are taken in blocks,
+    and residuals :math:`P_i - t_i` are formed without cancellation, so in float32
+    :math:`A, B` agree with the float64 optimum to ~1e-6 relative at N = 1e6, with an
+    absolute floor of about 1e-7 for a parameter near 0). Deterministic; the loss is
+    convex, so it converges to the unique optimum. ``jax.jit(fit_platt)`` and
+    ``jax.vmap(fit_platt)`` (over stacked data sets) work; there invalid values give
+    NaN parameters, and the warning for separable data (hard labels) is not issued.
+    Platt's example :math:`F = (5, -4, 1)`,
     :math:`y = (1, 0, 0)` gives :math:`A = -0.2026145`, :math:`B = 0.6523666` (the
     gradient there is ~1e-9); the published :math:`A = -0.20261, B = 0.65236`
     (libsvm's looser stopping rule, gradient ~5e-6) agree to 4e-6.
@@ -296,30 +271,26 @@ def fit_platt(
     eps = check_eps(eps)
     if eps is not None and input != "prob":
         raise ValueError("eps clips probabilities; it only applies with input='prob'.")
+    cal, converged = _fit_platt(y_true, y_score, input, soft_labels, eps)
+    if _v.is_concrete(converged) and not bool(converged):
+        _warn_not_converged("fit_platt")
+    return cal
+
+
+@_v.validated
+def _fit_platt(y_true, y_score, input, soft_labels, eps):
     y, s = binary_inputs(
         y_true, y_score, prob_name="y_score", probabilities=input == "prob"
     )
     _v.check_both_classes(y, "y_true")
     if input == "prob":
         _no_infinite_logits(s, "y_score", eps, "Platt scaling with input='prob'")
-        f = np.asarray(_logit(s, eps), np.float64)
+        f = _logit(s, eps)
     else:
-        f = np.asarray(s, np.float64)
-    labels = np.asarray(y, np.float64)
-    n_pos = float(labels.sum())
-    n_neg = labels.size - n_pos
-    if soft_labels:
-        t = np.where(labels == 1, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
-    else:
-        t = labels
+        f = s
     # Standard logistic form eta = beta f + c, i.e. A = -beta, B = -c.
-    init = np.array([0.0, np.log((n_pos + 1) / (n_neg + 1))])
-    theta, converged = _newton_logistic(f[:, None], t, init=init)
-    if not converged:
-        _warn_not_converged("fit_platt")
-    return PlattCalibrator(
-        _as_param(-theta[0], s.dtype), _as_param(-theta[1], s.dtype), input, eps
-    )
+    theta, converged = _logistic_fit((f,), y, soft_labels=soft_labels)
+    return PlattCalibrator(-theta[0], -theta[1], input, eps), converged
 
 
 # --------------------------------------------------------------------------- isotonic
@@ -331,10 +302,13 @@ class IsotonicCalibrator:
 
     Attributes
     ----------
-    thresholds : Array [M]
-        Distinct calibration scores, increasing.
-    values : Array [M]
-        Calibrated probability at each threshold (nondecreasing, in [0, 1]).
+    thresholds : Array [N]
+        The distinct calibration scores in increasing order, then (a fixed-size
+        output, so that fits trace under ``jit`` and stack under ``vmap``) the
+        largest score repeated up to the number ``N`` of calibration observations.
+    values : Array [N]
+        Calibrated probability at each threshold (nondecreasing, in [0, 1]); the
+        padding repeats the last value, so it leaves the interpolation unchanged.
     """
 
     thresholds: jax.Array
@@ -346,6 +320,7 @@ class IsotonicCalibrator:
         return _isotonic_apply(self.thresholds, self.values, s)
 
 
+@_v.validated(fuse=True)
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
@@ -359,16 +334,19 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     Returns
     -------
     IsotonicCalibrator
-        Thresholds and values in ``y_score``'s dtype.
+        Thresholds and values in ``y_score``'s dtype, both of length ``N`` (the
+        ``M`` distinct scores, then padding that repeats the last knot).
 
     Notes
     -----
     Solves :math:`\min_{m \text{ nondecreasing}} \sum_i (y_i - m(s_i))^2`:
-    observations are sorted by score and equal scores pooled into one weighted mean
-    (``bayescal.core.pool_ties``, on the host), so they get one calibrated value;
-    weighted PAV (``bayescal.core.isotonic_regression``) fits the pooled means. New
-    scores are mapped by linear interpolation between the distinct calibration
-    scores and clipped to the end values outside them.
+    observations are sorted by score and equal scores pooled into one weighted mean,
+    so they get one calibrated value; weighted PAV fits the pooled means. On CPU the
+    sort and pooling run in numpy and PAV in scipy's C++, through
+    ``jax.pure_callback`` (so ``jax.jit`` and ``jax.vmap`` work; under ``vmap`` each
+    data set is fitted on its own); on accelerators XLA sorts and pools. New scores
+    are mapped by linear interpolation between the distinct calibration scores and
+    clipped to the end values outside them.
     This is scikit-learn's ``IsotonicRegression(out_of_bounds="clip")`` (which
     ``CalibratedClassifierCV(method="isotonic")`` uses), except that scikit-learn also
     merges scores closer than the dtype's resolution (1e-6 in float32); bayescal
@@ -392,11 +370,8 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     [0.0, 0.25, 1.0, 1.0]
     """
     y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
-    pooled = pool_ties(np.asarray(s), np.asarray(y))  # host sort + tie pooling
-    values = isotonic_regression(
-        jnp.asarray(pooled.mean), weights=jnp.asarray(pooled.weight)
-    )
-    return IsotonicCalibrator(jnp.asarray(pooled.thresholds), values)
+    fit = isotonic_fit(s, y)  # sort, pool ties, PAV; padded to N knots
+    return IsotonicCalibrator(fit.thresholds, fit.values.astype(s.dtype))
 
 
 # --------------------------------------------------------------------------- histogram
@@ -424,6 +399,7 @@ class HistogramBinningCalibrator:
         return _histogram_apply(self.edges, self.values, p)
 
 
+@_v.validated(fuse=True)
 def fit_histogram_binning(
     y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
 ) -> HistogramBinningCalibrator:
@@ -524,12 +500,17 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
 
     i.e. a logistic regression of :math:`y` on the features :math:`\ln p` and
     :math:`-\ln(1 - p)` with coefficients :math:`a, b` and intercept :math:`c`
-    (unpenalised, float64 Newton). :math:`a, b \ge 0` keeps the map monotone. As in
-    the authors' code (``betacal``): if the fitted :math:`a < 0`, refit with the
-    :math:`\ln p` feature dropped (:math:`a = 0`); else if :math:`b < 0`, refit
-    without :math:`-\ln(1-p)` (:math:`b = 0`). The family contains the identity
-    (:math:`a = b = 1, c = 0`) and, unlike logistic calibration, also non-sigmoid
-    shapes.
+    (unpenalised). :math:`a, b \ge 0` keeps the map nondecreasing, and the fit
+    enforces it: the log-likelihood is maximised over :math:`a, b \ge 0` by projected
+    Newton steps (a coefficient at 0 whose gradient points below 0 stays at 0), so
+    the result is the constrained maximum-likelihood fit, with :math:`a` or
+    :math:`b` exactly 0 when the constraint binds. Where the authors' code
+    (``betacal``: refit with :math:`a = 0` if the fitted :math:`a < 0`, else with
+    :math:`b = 0` if :math:`b < 0`) returns nonnegative parameters, the two agree; its
+    refit can itself return a negative parameter (a decreasing map), this fit cannot.
+    The family contains the identity (:math:`a = b = 1, c = 0`, the starting point)
+    and, unlike logistic calibration, also non-sigmoid shapes. Jittable and
+    vmappable like :func:`fit_platt`.
 
     References
     ----------
@@ -547,26 +528,24 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
     [0.035, 0.5, 0.965]
     """
     eps = check_eps(eps)
+    cal, converged = _fit_beta(y_true, y_prob, eps)
+    if _v.is_concrete(converged) and not bool(converged):
+        _warn_not_converged("fit_beta")
+    return cal
+
+
+@_v.validated
+def _fit_beta(y_true, y_prob, eps):
     y, p = binary_inputs(y_true, y_prob)
     _v.check_both_classes(y, "y_true")
     _no_infinite_logits(p, "y_prob", eps, "beta calibration")
-    pp = np.asarray(p, np.float64)
-    if eps is not None:
-        pp = np.clip(pp, eps, 1 - eps)
-    features = np.column_stack([np.log(pp), -np.log1p(-pp)])
-    t = np.asarray(y, np.float64)
-    theta, converged = _newton_logistic(features, t)
-    a, b, c = theta
-    if a < 0:
-        (b, c), converged = _newton_logistic(features[:, 1:], t)
-        a = 0.0
-    elif b < 0:
-        (a, c), converged = _newton_logistic(features[:, :1], t)
-        b = 0.0
-    if not converged:
-        _warn_not_converged("fit_beta")
-    dt = p.dtype
-    return BetaCalibrator(_as_param(a, dt), _as_param(b, dt), _as_param(c, dt), eps)
+    q = p if eps is None else jnp.clip(p, eps, 1 - eps)
+    features = (jnp.log(q), -jnp.log1p(-q))
+    dtype = p.dtype
+    x0 = jnp.asarray([1.0, 1.0, 0.0], dtype)  # the identity map
+    lower = jnp.asarray([0.0, 0.0, -jnp.inf], dtype)  # a, b >= 0
+    theta, converged = _logistic_fit(features, y, soft_labels=False, x0=x0, lower=lower)
+    return BetaCalibrator(theta[0], theta[1], theta[2], eps), converged
 
 
 # --------------------------------------------------------------------------- temperature
@@ -611,56 +590,47 @@ class TemperatureCalibrator:
         return _temperature_apply(self.temperature, z)
 
 
-def _temperature_newton(z: np.ndarray, y: np.ndarray, max_iter: int = 100):
-    """Minimise the mean NLL of softmax(beta z) over beta = 1 / T > 0 (float64).
+def _temperature_objective(z: jax.Array, z_true: jax.Array):
+    """Summed NLL of ``softmax(beta z)`` in ``beta`` (convex), with its derivatives.
 
-    The NLL is convex in beta, with derivative ``mean(E_q[z] - z_y)`` and second
-    derivative ``mean(Var_q[z])`` under ``q = softmax(beta z)``. Newton steps are
-    safeguarded by a bracket on the sign of the derivative (bisection or doubling when
-    a step leaves it), so the iteration converges globally.
+    Per observation: loss ``logsumexp(beta z_i) - beta z_{i,y_i}``, derivative
+    ``E_q[z_i] - z_{i,y_i}`` and second derivative ``Var_q[z_i]`` under
+    ``q = softmax(beta z_i)``.
     """
-    n = z.shape[0]
-    z_true = z[np.arange(n), y]
 
-    def derivatives(beta):
-        s = beta * z
-        s -= s.max(axis=1, keepdims=True)
-        q = np.exp(s)
-        q /= q.sum(axis=1, keepdims=True)
-        mean_z = (q * z).sum(axis=1)
-        var_z = (q * z * z).sum(axis=1) - mean_z**2
-        return float(np.mean(mean_z - z_true)), float(np.mean(np.maximum(var_z, 0.0)))
+    def objective(x: jax.Array) -> newton.Derivatives:
+        s = x[0] * z
+        top = jnp.max(s, axis=-1, keepdims=True)
+        e = jnp.exp(s - top)
+        total = jnp.sum(e, axis=-1, keepdims=True)
+        q = e / total
+        lse = (top + jnp.log(total))[..., 0]
+        loss = lse - x[0] * z_true
+        mean = jnp.sum(q * z, axis=-1)
+        grad = mean - z_true
+        hess = jnp.sum(q * (z - mean[..., None]) ** 2, axis=-1)
+        loss, grad, hess = jax.lax.optimization_barrier((loss, grad, hess))
+        value = newton.accurate_sum(loss)
+        return newton.Derivatives(
+            value,
+            newton.accurate_sum(grad)[None],
+            newton.accurate_sum(hess)[None, None],
+            value,  # the losses are >= 0
+        )
 
-    g0, _ = derivatives(0.0)
-    if g0 >= 0:
-        raise ValueError(
-            "the logits carry no information about y_true in the direction of the "
-            "labels (the NLL decreases only for negative temperatures); temperature "
-            "scaling cannot help. Check that labels and logit columns match."
-        )
-    if np.all(z_true >= z.max(axis=1)):
-        raise ValueError(
-            "every calibration example has its true class among the largest logits, so "
-            "the NLL keeps decreasing as T -> 0 and there is no finite optimal "
-            "temperature. Use more (or held-out, harder) calibration data."
-        )
-    lo, hi = 0.0, np.inf
-    beta = 1.0
-    for _ in range(max_iter):
-        g, h = derivatives(beta)
-        if g < 0:
-            lo = beta
-        else:
-            hi = beta
-        if abs(g) <= 1e-12 * max(1.0, float(np.mean(np.abs(z_true)))):
-            return beta, True
-        new = beta - g / h if h > 0 else np.nan
-        if not (lo < new < hi):
-            new = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * max(beta, lo)
-        if abs(new - beta) <= 1e-14 * beta:
-            return new, True
-        beta = new
-    return beta, False
+    return objective
+
+
+@jax.jit
+def _temperature_fit(z: jax.Array, y: jax.Array):
+    """``(beta, g0, all_correct, converged)`` for logits ``[N, C]`` and labels ``[N]``."""
+    z_true = jnp.take_along_axis(z, y[:, None], axis=1)[:, 0]
+    g0 = newton.accurate_sum(jnp.mean(z, axis=1) - z_true)  # derivative at beta = 0
+    all_correct = jnp.all(z_true >= jnp.max(z, axis=1))
+    x0 = jnp.ones((1,), z.dtype)
+    lower = jnp.zeros((1,), z.dtype)
+    res = newton.minimize(_temperature_objective(z, z_true), x0, lower=lower)
+    return res.x[0], g0, all_correct, res.converged
 
 
 def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
@@ -685,8 +655,10 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
               \log \mathrm{softmax}(z_i / T)_{y_i}.
 
     With :math:`\beta = 1/T` the objective is convex (a log-sum-exp minus a linear
-    term), so a Newton iteration on :math:`\beta` safeguarded by bisection converges
-    to the global optimum; it runs in float64 on the host. Binary logits are treated
+    term), so damped Newton steps on :math:`\beta \ge 0` (the shared solver of
+    ``bayescal._src.newton``, in JAX, from :math:`\beta = 1`) converge to the global
+    optimum. ``jax.jit`` and ``jax.vmap`` work; there the two failures below give a
+    NaN temperature instead of an error. Binary logits are treated
     as the two-class logits :math:`(0, z_i)`. Temperature scaling keeps the predicted
     class (and the ranking), so accuracy is unchanged. An error is raised when no
     positive temperature improves on the uniform forecast, and when every example is
@@ -707,6 +679,19 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     >>> cal(logits).shape
     (4, 3)
     """
+    cal, converged = _fit_temperature(y_true, logits)
+    if _v.is_concrete(converged) and not bool(converged):
+        warnings.warn(
+            f"fit_temperature did not converge in 100 Newton steps (T = "
+            f"{float(cal.temperature):.6g}).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return cal
+
+
+@_v.validated
+def _fit_temperature(y_true, logits):
     z = _v.as_float_array(logits, "logits")
     _v.check_ndim(z, "logits", (1, 2))
     _v.check_nonempty(z, "logits")
@@ -714,8 +699,8 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     if z.ndim == 1:
         y, z = binary_inputs(y_true, z, prob_name="logits", probabilities=False)
         _v.check_both_classes(y, "y_true")
-        zz = np.column_stack([np.zeros(z.shape[0]), np.asarray(z, np.float64)])
-        labels = np.asarray(y).astype(np.int64)
+        zz = jnp.stack([jnp.zeros_like(z), z], axis=1)
+        labels = (y > 0.5).astype(jnp.int32)
     else:
         if z.shape[1] < 2:
             raise ValueError(
@@ -728,16 +713,33 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
                 f"y_true has shape {tuple(y.shape)} but logits has shape "
                 f"{tuple(z.shape)}; pass one label per row of logits."
             )
-        zz = np.asarray(z, np.float64)
-        labels = np.asarray(y).astype(np.int64)
-    beta, converged = _temperature_newton(zz, labels)
-    if not converged:
-        warnings.warn(
-            f"fit_temperature did not converge in 100 Newton steps (T = {1 / beta:.6g}).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return TemperatureCalibrator(_as_param(1.0 / beta, z.dtype))
+        zz = z
+        labels = jnp.clip(y, 0, z.shape[1] - 1)  # out of range: flagged above
+    beta, g0, all_correct, converged = _temperature_fit(zz, labels)
+    _v.record(
+        "less_equal",
+        "logits",
+        g0 >= 0,
+        False,
+        what=(
+            "carry no information about y_true in the direction of the labels (the NLL "
+            "decreases only for negative temperatures); temperature scaling cannot "
+            "help. Check that labels and logit columns match"
+        ),
+    )
+    _v.record(
+        "less_equal",
+        "logits",
+        all_correct,
+        False,
+        what=(
+            "rank the true class first (among the largest logits) for every "
+            "calibration example, so the NLL keeps decreasing as T -> 0 and there is "
+            "no finite optimal temperature. Use more (or held-out, harder) calibration "
+            "data"
+        ),
+    )
+    return TemperatureCalibrator((1 / beta).astype(z.dtype)), converged
 
 
 # --------------------------------------------------------------------------- one-vs-rest
@@ -816,8 +818,9 @@ def fit_one_vs_rest(
     :math:`\tilde p_{ik} = C_k(p_{ik}) / \sum_j C_j(p_{ij})` (Zadrozny & Elkan 2002,
     Sec. 5.2; scikit-learn's ``CalibratedClassifierCV`` does the same). When every
     class is calibrated to 0 for a row, the row becomes uniform ``1/C``. Every class
-    needs positive and negative examples in the calibration set for the parametric
-    methods.
+    must occur in ``y_true`` (a ``ValueError`` names a missing one; under ``jax.jit``
+    the calibrator becomes NaN), and the parametric methods also need each class to
+    be absent from some rows. ``jax.jit`` and ``jax.vmap`` work.
 
     References
     ----------
@@ -836,12 +839,39 @@ def fit_one_vs_rest(
     ((6, 3), True)
     """
     fit = _binary_fit(method)
-    y, p = multiclass_inputs(y_true, probs)
+    y, p = _ovr_inputs(y_true, probs)
+    num_classes = p.shape[1]
+    counts = jnp.sum(y[:, None] == jnp.arange(num_classes), axis=0)
+    # One host sync of C counts (never the data): a class without examples gets a
+    # calibrator fitted to all-0 labels, i.e. one that maps every score to 0.
+    host_counts = np.asarray(counts) if _v.is_concrete(counts) else None
     calibrators = []
-    for k in range(p.shape[1]):
+    for k in range(num_classes):
+        if host_counts is not None and host_counts[k] == 0:
+            present = [int(c) for c in np.flatnonzero(host_counts)]
+            raise ValueError(
+                f"class {k} does not occur in y_true ({y.shape[0]} labels, classes "
+                f"present: {present}); one-vs-rest calibration fits one calibrator per "
+                f"class and needs examples of every class. Use a larger or stratified "
+                f"calibration set, or drop column {k} of probs if the class cannot occur."
+            )
         yk = (y == k).astype(p.dtype)
         try:
             calibrators.append(fit(yk, p[:, k], **options))
         except ValueError as err:
             raise ValueError(f"class {k}: {err}") from err
-    return OneVsRestCalibrator(tuple(calibrators))
+    out = OneVsRestCalibrator(tuple(calibrators))
+    if host_counts is None:  # traced: a missing class makes the calibrator NaN
+        every = jnp.all(counts > 0)
+        out = jax.tree_util.tree_map(
+            lambda x: jnp.where(every, x, jnp.nan)
+            if jnp.issubdtype(x.dtype, jnp.floating)
+            else x,
+            out,
+        )
+    return out
+
+
+@_v.validated
+def _ovr_inputs(y_true, probs):
+    return multiclass_inputs(y_true, probs)

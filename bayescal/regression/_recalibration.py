@@ -11,6 +11,7 @@ from jax.scipy.special import ndtri
 from jax.typing import ArrayLike
 
 from bayescal._src import families as _fam
+from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
@@ -94,6 +95,7 @@ def _fit_isotonic_kernel(u):
     )
 
 
+@_v.validated
 def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
     r"""Fit Kuleshov et al.'s isotonic recalibrator on calibration-split PIT values.
 
@@ -185,28 +187,25 @@ def _prep_lss(y_true, loc, scale):
     return y, m, s
 
 
-@functools.partial(jax.jit, static_argnames=("family", "df", "iterations"))
-def _fit_log_factor(z, family, df, iterations=60):
-    """Minimise the family's NLL over theta = log s by clipped Newton steps.
+@functools.partial(jax.jit, static_argnames=("family", "df"))
+def _fit_log_factor(z, weights, family, df):
+    """Minimise the family's NLL over theta = log s with the shared Newton solver.
 
     In theta the NLL of all three families is strictly convex (its second derivative
-    is a sum of positive terms), so Newton from any start converges; steps are clipped
-    to +-1 for safety far from the optimum.
+    is a sum of positive terms), so damped Newton from the Normal MLE converges.
+    ``z`` is padded with zero ``weights``.
     """
 
-    def nll(theta):
-        return jnp.sum(theta - _fam.log_density(z * jnp.exp(-theta), family, df))
+    def loss(x):
+        theta = x[0]
+        return theta - _fam.log_density(z * jnp.exp(-theta), family, df)
 
-    grad = jax.grad(nll)
-    hess = jax.grad(grad)
-    theta0 = jnp.log(jnp.sqrt(jnp.mean(z * z)))
-
-    def step(_, theta):
-        g, h = grad(theta), hess(theta)
-        delta = jnp.where(h > 0, -g / jnp.where(h > 0, h, 1), -jnp.sign(g))
-        return theta + jnp.clip(delta, -1.0, 1.0)
-
-    return jax.lax.fori_loop(0, iterations, step, theta0)
+    n = jnp.sum(weights)
+    theta0 = 0.5 * jnp.log(newton.accurate_sum(weights * z * z) / n)
+    res = newton.minimize(
+        lambda x: newton.derivative_sums(loss, x, weights), theta0[None]
+    )
+    return res.x[0]
 
 
 def fit_sigma_scaling(
@@ -227,7 +226,10 @@ def fit_sigma_scaling(
     published LaplaceRedux implementation averages ``|r|``, which is the Laplace MLE,
     not the Gaussian one. For ``family="student_t"`` (with ``df``) and
     ``family="laplace"`` the multiplier minimises the negative log-likelihood by
-    Newton's method on :math:`\log s`.
+    Newton's method on :math:`\log s` (the shared damped-Newton solver of
+    ``bayescal._src.newton``). Jittable and vmappable. All residuals equal to 0
+    (``y_true == loc``) raise a ``ValueError`` eagerly; under ``jax.jit`` they give a
+    NaN factor.
 
     Parameters
     ----------
@@ -262,12 +264,32 @@ def fit_sigma_scaling(
         df = float(df)
     elif df is not None:
         raise ValueError(f"df is only used with family='student_t'; got family={family!r}.")
+    return _fit_sigma_scaling(y_true, loc, scale, family, df)
+
+
+@_v.validated
+def _fit_sigma_scaling(y_true, loc, scale, family, df):
     y, m, s = _prep_lss(y_true, loc, scale)
-    z = jnp.broadcast_to((y - m) / s, y.shape)
+    resid = jnp.broadcast_to(y - m, y.shape)
+    _v.record(
+        "less_equal",
+        "y_true",
+        jnp.all(resid == 0),
+        False,
+        what=(
+            "equals loc for every observation: all residuals y_true - loc are 0, so "
+            "the fitted scale factor would be 0 (a predictive of zero width). "
+            "Sigma-scaling needs at least one nonzero residual; check that loc is not "
+            "y_true itself and that the calibration split is held out"
+        ),
+    )
+    z = resid / s
     if family == "normal":
-        factor = jnp.sqrt(jnp.mean(z * z))
+        n = z.shape[0] if z.ndim else 1
+        factor = jnp.sqrt(newton.accurate_sum(jnp.ravel(z * z)) / n)
     else:
-        factor = jnp.exp(_fit_log_factor(z, family, df))
+        (zp,), weights = newton.pad_observations(jnp.ravel(z))
+        factor = jnp.exp(_fit_log_factor(zp, weights, family, df))
     return SigmaScaling(factor.astype(y.dtype), family, df)
 
 
