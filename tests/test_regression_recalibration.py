@@ -165,7 +165,7 @@ def test_sigma_scaling_student_t_vs_scipy_optimize(rng, df):
 
 @pytest.mark.parametrize("family", ["normal", "laplace", "student_t"])
 def test_sigma_scaling_quantiles_vs_scipy(family):
-    s = reg.SigmaScaling(jnp.asarray(1.7), family, 3.0 if family == "student_t" else None)
+    s = reg.SigmaScalingCalibrator(jnp.asarray(1.7), family, 3.0 if family == "student_t" else None)
     levels = np.array([0.01, 0.3, 0.5, 0.9])
     loc, scale = np.array([0.0, 2.0]), np.array([1.0, 0.5])
     q = np.asarray(reg.recalibrated_quantiles(s, levels, loc=loc, scale=scale))
@@ -232,7 +232,7 @@ def test_recalibrators_are_pytrees_through_jit_and_vmap(rng):
         ),
         (
             lambda: reg.recalibrated_quantiles("iso", [0.5], loc=[0.0], scale=[1.0]),
-            "recalibrator must be an IsotonicRecalibrator",
+            "recalibrator must be an IsotonicLevelCalibrator",
         ),
         (
             lambda: reg.recalibrated_interval(

@@ -81,7 +81,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
         "TemperatureCalibrator": [
             ("temperature", lambda d: bool(np.all(d["temperature"] > 0)), "> 0"),
         ],
-        "IsotonicRecalibrator": [
+        "IsotonicLevelCalibrator": [
             (
                 "raw",
                 lambda d: _in_unit(d["raw"]) and _nondecreasing(d["raw"]),
@@ -107,7 +107,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
                 "a float in (0, 1)",
             ),
         ],
-        "SigmaScaling": [
+        "SigmaScalingCalibrator": [
             ("factor", lambda d: bool(np.all(d["factor"] > 0)), "> 0"),
             (
                 "family",

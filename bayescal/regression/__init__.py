@@ -33,8 +33,8 @@ from bayescal.regression._metrics import (
 )
 from bayescal.regression._pit import pit_cdf, pit_draws, pit_normal, pit_quantiles
 from bayescal.regression._recalibration import (
-    IsotonicRecalibrator,
-    SigmaScaling,
+    IsotonicLevelCalibrator,
+    SigmaScalingCalibrator,
     fit_isotonic_recalibrator,
     fit_sigma_scaling,
     recalibrated_interval,
@@ -72,8 +72,8 @@ __all__ = [
     "nll_normal",
     "interval_score",
     "pinball_loss",
-    "IsotonicRecalibrator",
-    "SigmaScaling",
+    "IsotonicLevelCalibrator",
+    "SigmaScalingCalibrator",
     "fit_isotonic_recalibrator",
     "fit_sigma_scaling",
     "recalibrated_quantiles",

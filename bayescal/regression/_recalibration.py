@@ -18,8 +18,8 @@ from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
 
 __all__ = [
-    "IsotonicRecalibrator",
-    "SigmaScaling",
+    "IsotonicLevelCalibrator",
+    "SigmaScalingCalibrator",
     "fit_isotonic_recalibrator",
     "fit_sigma_scaling",
     "recalibrated_quantiles",
@@ -29,7 +29,7 @@ __all__ = [
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
 @pytree_dataclass(data=("raw", "calibrated"))
-class IsotonicRecalibrator:
+class IsotonicLevelCalibrator:
     r"""Kuleshov's recalibration map of CDF levels, fitted on calibration PIT values.
 
     ``R(p)`` is the piecewise-linear interpolation of the points
@@ -90,13 +90,13 @@ def _fit_isotonic_kernel(u):
     ecdf = jnp.searchsorted(s, s, side="right").astype(s.dtype) / n
     zero = jnp.zeros((1,), s.dtype)
     one = jnp.ones((1,), s.dtype)
-    return IsotonicRecalibrator(
+    return IsotonicLevelCalibrator(
         jnp.concatenate([zero, s, one]), jnp.concatenate([zero, ecdf, one])
     )
 
 
 @_v.validated
-def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
+def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     r"""Fit Kuleshov et al.'s isotonic recalibrator on calibration-split PIT values.
 
     Kuleshov et al. (2018) fit an isotonic regression of the empirical frequencies
@@ -112,7 +112,7 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
 
     Returns
     -------
-    IsotonicRecalibrator
+    IsotonicLevelCalibrator
 
     References
     ----------
@@ -133,7 +133,7 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicRecalibrator:
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
 @pytree_dataclass(data=("factor",), meta=("family", "df"))
-class SigmaScaling:
+class SigmaScalingCalibrator:
     r"""A fitted scale multiplier: calling it on ``scale`` returns ``factor * scale``.
 
     Attributes
@@ -215,7 +215,7 @@ def fit_sigma_scaling(
     *,
     family: str = "normal",
     df: float | None = None,
-) -> SigmaScaling:
+) -> SigmaScalingCalibrator:
     r"""Fit one multiplier of the predictive scale on a calibration split.
 
     For Normal predictives the maximum-likelihood multiplier has the closed form
@@ -241,7 +241,7 @@ def fit_sigma_scaling(
 
     Returns
     -------
-    SigmaScaling
+    SigmaScalingCalibrator
 
     References
     ----------
@@ -290,7 +290,7 @@ def _fit_sigma_scaling(y_true, loc, scale, family, df):
     else:
         (zp,), weights = newton.pad_observations(jnp.ravel(z))
         factor = jnp.exp(_fit_log_factor(zp, weights, family, df))
-    return SigmaScaling(factor.astype(y.dtype), family, df)
+    return SigmaScalingCalibrator(factor.astype(y.dtype), family, df)
 
 
 def _empirical_quantiles(draws: jax.Array, probs: jax.Array) -> jax.Array:
@@ -327,7 +327,7 @@ def _prep_predictive(loc, scale, draws):
 
 
 def recalibrated_quantiles(
-    recalibrator: IsotonicRecalibrator | SigmaScaling,
+    recalibrator: IsotonicLevelCalibrator | SigmaScalingCalibrator,
     levels: ArrayLike,
     *,
     loc: ArrayLike | None = None,
@@ -337,11 +337,11 @@ def recalibrated_quantiles(
 ) -> jax.Array:
     r"""Quantiles of the recalibrated predictive at target ``levels``.
 
-    With an :class:`IsotonicRecalibrator` ``R``, the recalibrated CDF is
+    With an :class:`IsotonicLevelCalibrator` ``R``, the recalibrated CDF is
     :math:`R \circ F`, so its :math:`\tau`-quantile is :math:`F^{-1}(R^{-1}(\tau))`:
     the original predictive (Normal ``loc``/``scale``, or the empirical quantile of
     ``draws``, or any predictive through ``quantile_fn``) evaluated at the raw level
-    ``R.inverse(tau)``. With a :class:`SigmaScaling` the quantile of the rescaled
+    ``R.inverse(tau)``. With a :class:`SigmaScalingCalibrator` the quantile of the rescaled
     family is returned (``loc`` and ``scale`` required).
 
     Empirical quantiles of draws cannot go beyond the smallest and largest draw, so a
@@ -351,7 +351,7 @@ def recalibrated_quantiles(
 
     Parameters
     ----------
-    recalibrator : IsotonicRecalibrator or SigmaScaling
+    recalibrator : IsotonicLevelCalibrator or SigmaScalingCalibrator
     levels : array_like, shape [L]
         Target levels in [0, 1] (0 and 1 give infinite Normal quantiles).
     loc, scale : array_like, shape [N], optional
@@ -382,8 +382,8 @@ def recalibrated_quantiles(
             )
         if loc is not None or scale is not None or draws is not None:
             raise ValueError("pass quantile_fn alone, without loc, scale or draws.")
-        if not isinstance(recalibrator, IsotonicRecalibrator):
-            raise TypeError("quantile_fn works with an IsotonicRecalibrator only.")
+        if not isinstance(recalibrator, IsotonicLevelCalibrator):
+            raise TypeError("quantile_fn works with an IsotonicLevelCalibrator only.")
         q = _v.as_float_array(quantile_fn(recalibrator.inverse(lv)), "quantile_fn(levels)")
         if q.ndim != 2 or q.shape[0] != lv.shape[0]:
             raise ValueError(
@@ -392,18 +392,18 @@ def recalibrated_quantiles(
             )
         return q
     m, s, d = _prep_predictive(loc, scale, draws)
-    if isinstance(recalibrator, SigmaScaling):
+    if isinstance(recalibrator, SigmaScalingCalibrator):
         if d is not None:
             raise ValueError(
-                "a SigmaScaling recalibrator rescales loc/scale predictives; pass loc and "
+                "a SigmaScalingCalibrator recalibrator rescales loc/scale predictives; pass loc and "
                 "scale, or use fit_isotonic_recalibrator for draws."
             )
         dtype = _v.result_dtype(lv, m, s, recalibrator.factor)
         z = _fam.quantile(lv.astype(dtype), recalibrator.family, recalibrator.df)
         return m[None, ...] + (recalibrator.factor * s)[None, ...] * z[:, None]
-    if not isinstance(recalibrator, IsotonicRecalibrator):
+    if not isinstance(recalibrator, IsotonicLevelCalibrator):
         raise TypeError(
-            "recalibrator must be an IsotonicRecalibrator or SigmaScaling (from "
+            "recalibrator must be an IsotonicLevelCalibrator or SigmaScalingCalibrator (from "
             f"fit_isotonic_recalibrator / fit_sigma_scaling); got {type(recalibrator).__name__}."
         )
     raw = recalibrator.inverse(lv)
@@ -415,7 +415,7 @@ def recalibrated_quantiles(
 
 
 def recalibrated_interval(
-    recalibrator: IsotonicRecalibrator | SigmaScaling,
+    recalibrator: IsotonicLevelCalibrator | SigmaScalingCalibrator,
     coverage: float,
     *,
     loc: ArrayLike | None = None,
@@ -429,7 +429,7 @@ def recalibrated_interval(
 
     Parameters
     ----------
-    recalibrator : IsotonicRecalibrator or SigmaScaling
+    recalibrator : IsotonicLevelCalibrator or SigmaScalingCalibrator
         A fitted recalibrator.
     coverage : float in (0, 1)
         Nominal coverage of the interval, e.g. 0.9.
