@@ -51,3 +51,50 @@ def print_table(rows: list[dict]) -> str:
     text = "\n".join(lines)
     print(text, flush=True)
     return text
+
+
+def copy_bandwidth(num_bytes: int = 1 << 30) -> float:
+    """GB/s of a read+write device copy of ``num_bytes`` (the limit of one pass)."""
+    import jax.numpy as jnp
+
+    x = jnp.ones((num_bytes // 4,), jnp.float32)
+    copy = jax.jit(lambda a: a + 0)  # forces a full read and write
+    t = median_time(lambda: copy(x))
+    return 2 * num_bytes / t / 1e9
+
+
+def bandwidth_rows(n: int) -> list[dict]:
+    """Per kernel: median ms, GB/s of input read, fraction of the copy bandwidth."""
+    import jax.numpy as jnp
+
+    from bayescal.classification import expected_calibration_error
+    from bayescal.regression import calibration_error, pit_draws, pit_normal
+
+    key = jax.random.key(0)
+    u = jax.random.uniform(key, (n,))
+    y = (jax.random.uniform(jax.random.key(1), (n,)) < u).astype(jnp.float32)
+    s, m = 1000, max(n // 1000, 1000)
+    draws = jax.random.normal(key, (s, m))
+    yy = jax.random.normal(jax.random.key(2), (m,))
+    zeros, ones = jnp.zeros((n,)), jnp.ones((n,))
+    cases = [
+        ("calibration_error (100 levels)", lambda: calibration_error(u), 4 * n),
+        ("expected_calibration_error (15 bins)", lambda: expected_calibration_error(y, u), 8 * n),
+        ("pit_normal", lambda: pit_normal(u, zeros, ones), 12 * n),
+        (f"pit_draws [{s}, {m}]", lambda: pit_draws(yy, draws), 4 * s * m),
+    ]
+    copy = copy_bandwidth()
+    rows = []
+    for name, fn, nbytes in cases:
+        t = median_time(fn)
+        gbs = nbytes / t / 1e9
+        rows.append({"kernel": name, "ms": t * 1e3, "GB/s": gbs, "of copy": gbs / copy})
+    rows.append({"kernel": "copy (read + write)", "ms": float("nan"), "GB/s": copy, "of copy": 1.0})
+    return rows
+
+
+def print_bandwidth(rows: list[dict]) -> None:
+    print(f"| {'kernel':<40} | {'ms':>9} | {'GB/s':>8} | {'of copy':>8} |")
+    print("|" + "-" * 42 + "|" + "-" * 11 + "|" + "-" * 10 + "|" + "-" * 10 + "|")
+    for r in rows:
+        print(f"| {r['kernel']:<40} | {r['ms']:>9.3f} | {r['GB/s']:>8.1f} | {r['of copy']:>8.2f} |")

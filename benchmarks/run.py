@@ -16,12 +16,17 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))  # this checkout's bayescal, not an installed one
 
-from _common import print_table  # noqa: E402
+from _common import bandwidth_rows, print_bandwidth, print_table  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller inputs")
+    parser.add_argument(
+        "--bandwidth",
+        action="store_true",
+        help="also report GB/s per kernel on CPU (always on with an accelerator)",
+    )
     parser.add_argument("only", nargs="*", help="module names (e.g. bench_regression)")
     args = parser.parse_args()
     import jax
@@ -39,6 +44,14 @@ def main() -> None:
         rows.extend(mod.main(quick=args.quick))
     print()
     print_table(rows)
+    if jax.default_backend() != "cpu" or args.bandwidth:
+        # On an accelerator: per kernel GB/s of input read, and the fraction of a
+        # read+write copy's bandwidth measured in the same run (the limit of a pass).
+        n = 10**6 if args.quick else 10**8
+        if jax.default_backend() == "cpu":
+            n = min(n, 10**7)
+        print(f"\n## bandwidth (N = {n:.0e} float32, backend {jax.default_backend()})\n")
+        print_bandwidth(bandwidth_rows(n))
 
 
 if __name__ == "__main__":
