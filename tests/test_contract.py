@@ -345,3 +345,19 @@ def test_import_does_not_load_scipy_stats():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_sharpness_never_overflows_or_underflows_silently():
+    # Found by the fuzz harness: float32 squares overflowed (inf) or underflowed (0.0).
+    big = np.array([3.3e38, 1.0], np.float32)
+    ref = np.sqrt(np.mean(big.astype(np.float64) ** 2))
+    np.testing.assert_allclose(float(reg.sharpness(big, root=True)), ref, rtol=1e-6)
+    tiny = np.array([1.0, 2.0], np.float32) * np.float32(1e-30)
+    ref_tiny = np.sqrt(np.mean(tiny.astype(np.float64) ** 2))
+    np.testing.assert_allclose(float(reg.sharpness(tiny, root=True)), ref_tiny, rtol=1e-6)
+    if not X64:  # in float64 both variances are representable
+        for s in (big, tiny):
+            with pytest.raises(ValueError, match="scale gives a mean variance outside"):
+                reg.sharpness(s)
+    with pytest.raises(ValueError, match="scale must be 1-D"):
+        reg.sharpness(np.ones((1, 3)))

@@ -240,9 +240,25 @@ def sharpness(
         )
     if scale is not None:
         s = _v.as_float_array(scale, "scale")
+        _v.check_ndim(s, "scale", 1)
         _v.check_nonempty(s, "scale")
         _v.check_positive(s, "scale")
-        var = jnp.mean(s * s, axis=-1)
+        # Scaled by the largest scale so that the squares neither overflow nor underflow.
+        top = jnp.max(s, axis=-1)
+        safe = jnp.where(top > 0, top, 1)
+        rms = jnp.sqrt(jnp.mean((s / safe) ** 2, axis=-1)) * safe
+        if root:
+            return rms
+        var = rms * rms
+        _v.check_less_equal(
+            jnp.zeros((), var.dtype),
+            jnp.where(jnp.isfinite(var) & (var > 0), 1, -1).astype(var.dtype),
+            "scale",
+            f"gives a mean variance outside the range of {var.dtype} (it overflows to "
+            "inf or underflows to 0); pass root=True for the root mean variance, rescale "
+            "the data, or enable float64 (JAX_ENABLE_X64=1)",
+        )
+        return var
     else:
         d = _v.as_float_array(draws, "draws")
         _v.check_ndim(d, "draws", 2)
