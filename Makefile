@@ -111,4 +111,4 @@ docs: $(VENV)/.docs-installed
 
 clean:
 	rm -rf $(VENV) $(VENV312) $(VENVMIN) docs/_build docs/api/generated docs/api/modules \
-		docs/tutorials .pytest_cache .hypothesis
+		docs/tutorials .pytest_cache .hypothesis .jax_cache

@@ -13,6 +13,16 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 X64 = bool(jax.config.jax_enable_x64)
 
+# Share compiled kernels across the pytest-xdist workers and across runs: JAX's
+# persistent compilation cache (set BAYESCAL_JAX_CACHE="" to switch it off). The float32
+# and x64 runs compile different programs, so they do not collide.
+_CACHE = os.environ.get(
+    "BAYESCAL_JAX_CACHE", os.path.join(os.path.dirname(__file__), "..", ".jax_cache")
+)
+if _CACHE:
+    jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+
 
 @pytest.fixture
 def rng():
