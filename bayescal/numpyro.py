@@ -22,12 +22,13 @@ The module imports NumPyro when it is imported; ``import bayescal`` alone does n
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, NamedTuple, TypeAlias, get_args
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.resampling import check_key
 from bayescal.regression import pit_draws
 
 try:
@@ -45,7 +47,16 @@ except ImportError as _err:  # pragma: no cover - numpyro is a dependency
         "bayescal.numpyro needs NumPyro; install it with `pip install numpyro`."
     ) from _err
 
-__all__ = ["pit", "rao_blackwell_pit", "predictive_moments", "predictive_probs"]
+__all__ = [
+    "pit",
+    "rao_blackwell_pit",
+    "loo_pit",
+    "predictive_moments",
+    "predictive_probs",
+    "RecalibratedDistribution",
+    "LooPit",
+    "MatmulPrecision",
+]
 
 # Elements (draws x observations) evaluated per step when chunk_size is None: 512 KB
 # per float32 temporary keeps a step's working set in cache on CPU. Measured (2-core
@@ -54,6 +65,30 @@ __all__ = ["pit", "rao_blackwell_pit", "predictive_moments", "predictive_probs"]
 _AUTO_CHUNK_ELEMENTS = 2**17
 
 _WRAPPERS = (_dist.Independent, _dist.ExpandedDistribution, _dist.MaskedDistribution)
+
+#: Precisions accepted by ``jax.default_matmul_precision``.
+MatmulPrecision: TypeAlias = Literal[
+    "highest", "high", "default", "float32", "tensorfloat32", "bfloat16"
+]
+_MATMUL_PRECISIONS: tuple[str, ...] = get_args(MatmulPrecision)
+
+_CALL_PIT = (
+    "{name}(model, posterior_samples, y_true, *args, **kwargs) calls "
+    "model(*args, **kwargs): the arguments after y_true go to the model."
+)
+_CALL_NO_Y = (
+    "{name}(model, posterior_samples, *args, **kwargs) calls model(*args, **kwargs) "
+    "and takes no y_true (unlike rao_blackwell_pit(model, posterior_samples, y_true, "
+    "*args)): call {name}(model, posterior_samples, X_test), without the observations."
+)
+
+
+def _matmul_precision(value: Any) -> contextlib.AbstractContextManager:
+    """``jax.default_matmul_precision(value)``, or no change for None."""
+    if value is None:
+        return contextlib.nullcontext()
+    _v.check_choice(value, "matmul_precision", _MATMUL_PRECISIONS)
+    return jax.default_matmul_precision(value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -277,11 +312,14 @@ def _site_fn(model, draw, args, kwargs, site, observed):
 
 
 @functools.partial(jax.jit, static_argnames=("spec",))
-def _average_kernel(samples, weights, dynamic, observed, *, spec):
+def _average_kernel(samples, weights, dynamic, observed, obs_weights=None, *, spec):
     """Weighted sums over draws of per-draw site statistics, scanning chunk by chunk.
 
     ``samples`` are ``[num_chunks, chunk, ...]``, ``weights`` ``[num_chunks, chunk]``
     (0 for padding draws). Only one chunk's ``[chunk, *shape]`` temporaries are alive.
+    With ``obs_weights`` (``[num_chunks, chunk, *shape]``, e.g. PSIS weights per draw
+    and observation) each statistic is multiplied by its weight and the sum of the
+    weights is appended to the sums.
     Returns the sums and, for ``kind="moments"``, the first draw's means (the pivot of
     the shifted sums of squares; otherwise None).
     """
@@ -300,13 +338,24 @@ def _average_kernel(samples, weights, dynamic, observed, *, spec):
     def one(draw):
         return stat_fn(site_dist(draw), observed, extra, spec.shape, spec.discrete)
 
-    batched = jax.vmap(one)
-    proto = jax.eval_shape(batched, jax.tree_util.tree_map(lambda a: a[0], samples))
+    weighted = obs_weights is not None
+
+    def batched(chunk, ow):
+        stats = jax.vmap(one)(chunk)
+        if weighted:
+            stats = tuple(s * ow.astype(s.dtype) for s in stats) + (ow,)
+        return stats
+
+    proto = jax.eval_shape(
+        batched,
+        jax.tree_util.tree_map(lambda a: a[0], samples),
+        None if not weighted else obs_weights[0],
+    )
     init = tuple(jnp.zeros(p.shape[1:], p.dtype) for p in proto)
 
     def step(carry, xs):
-        chunk, w = xs
-        stats = batched(chunk)
+        chunk, w, ow = xs
+        stats = batched(chunk, ow)
         keep = (w > 0).reshape((-1,) + (1,) * len(spec.shape))
         new = []
         for c, s in zip(carry, stats, strict=True):
@@ -317,7 +366,7 @@ def _average_kernel(samples, weights, dynamic, observed, *, spec):
             new.append(c + total.reshape(c.shape))
         return tuple(new), None
 
-    sums, _ = jax.lax.scan(step, init, (samples, weights))
+    sums, _ = jax.lax.scan(step, init, (samples, weights, obs_weights))
     return sums, extra
 
 
@@ -361,19 +410,41 @@ class _SiteInfo:
     name: str  # the distribution, for messages
     shape: tuple[int, ...]  # batch_shape + event_shape of the site
     discrete: bool
+    latent: tuple[str, ...] = ()  # the model's latent sample sites (besides ``site``)
+    event_shape: tuple[int, ...] = ()
 
 
-def _probe(model, samples, split, site, check) -> _SiteInfo:
+def _describe_args(args, kwargs) -> str:
+    def one(a):
+        shape = getattr(a, "shape", None)
+        if shape is not None:
+            return f"array{list(shape)}"
+        return type(a).__name__ if not isinstance(a, int | float | str) else repr(a)
+
+    parts = [one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def _probe(model, samples, split, site, check, call=None) -> _SiteInfo:
     """Trace the model abstractly (no compilation) on the first draw; check the site.
 
     ``check(name, base, probe_value)`` runs on the unwrapped distribution while
-    tracing and raises when the site cannot serve the request.
+    tracing and raises when the site cannot serve the request. ``call`` describes the
+    public function's calling convention, for the message when the model fails.
     """
     info: dict[str, Any] = {}
 
     def trace_first(draw0, dynamic):
         args, kwargs = _rebuild(*split[:3], dynamic)
-        tr = _site_fn(model, draw0, args, kwargs, site, None)
+        try:
+            tr = _site_fn(model, draw0, args, kwargs, site, None)
+        except Exception as err:
+            raise TypeError(
+                f"the model failed when called as model({_describe_args(args, kwargs)}) "
+                f"with {type(err).__name__}: {err}. "
+                + (call or "")
+                + " Pass the model's own inputs (e.g. X) after the fixed arguments."
+            ) from err
         sample_sites = [k for k, s in tr.items() if s["type"] == "sample"]
         if site not in sample_sites:
             raise ValueError(
@@ -398,10 +469,17 @@ def _probe(model, samples, split, site, check) -> _SiteInfo:
         fn = tr[site]["fn"]
         base = _unwrap(fn)
         name = _dist_name(fn)
+        latent = tuple(
+            k
+            for k, s in tr.items()
+            if s["type"] == "sample" and not s["is_observed"] and k != site
+        )
         info["site"] = _SiteInfo(
             name,
             tuple(fn.batch_shape) + tuple(fn.event_shape),
             bool(getattr(base.support, "is_discrete", False)),
+            latent,
+            tuple(fn.event_shape),
         )
         if check is not None:
             check(name, base, jnp.zeros((), jnp.result_type(float)))
@@ -412,39 +490,33 @@ def _probe(model, samples, split, site, check) -> _SiteInfo:
     return info["site"]
 
 
-def _posterior_average(
-    model,
-    posterior_samples,
-    args,
-    kwargs,
-    *,
-    site,
-    kind,
-    y_true=None,
-    chunk_size=None,
-    check=None,
-):
-    """Posterior means of per-draw statistics of ``site``'s distribution.
+class _Prepared(NamedTuple):
+    """The checked inputs of one model evaluation."""
 
-    Returns ``(means, y_site, info, extra)``: ``means`` is a tuple of arrays of the
-    site's shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot.
-    """
+    samples: dict[str, jax.Array]
+    num: int
+    split: tuple
+    info: _SiteInfo
+    y_site: jax.Array | None
+
+
+def _prepare(
+    model, posterior_samples, args, kwargs, *, site, y_true=None, check=None, call=None
+) -> _Prepared:
+    """Check the model, the draws and ``y_true``; probe the site (no compilation)."""
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable); got {model!r}.")
     if not isinstance(site, str):
         raise TypeError(f"site must be the name (str) of the observed site; got {site!r}.")
-    if chunk_size is not None:
-        chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
     samples, num = _check_samples(posterior_samples, site)
     split = _split_model_args(args, kwargs)
-    info = _probe(model, samples, split, site, check)
-    shape = info.shape
+    info = _probe(model, samples, split, site, check, call)
     y_site = None
     if y_true is not None:
         y = _v.as_float_array(y_true, "y_true")
         _v.check_nonempty(y, "y_true")
         _v.check_finite(y, "y_true")
-        y_site = _flat_y_for_shape(y, shape, f"site {site!r}")
+        y_site = _flat_y_for_shape(y, info.shape, f"site {site!r}")
         if info.discrete and _v.is_concrete(y):
             y_np = np.asarray(y)
             frac = y_np[y_np != np.floor(y_np)]
@@ -454,6 +526,17 @@ def _posterior_average(
                     f"({info.name}); got {frac.size} non-integer values such as "
                     f"{frac[:3].tolist()}."
                 )
+    return _Prepared(samples, num, split, info, y_site)
+
+
+def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=None):
+    r"""Posterior means of per-draw statistics; see :func:`_posterior_average`.
+
+    ``obs_weights`` (``[S, *shape]``) makes them weighted means
+    :math:`\sum_s w_{si} t_{si} / \sum_s w_{si}` per observation.
+    """
+    samples, num, split, info, y_site = prep
+    shape = info.shape
     if chunk_size is None:
         chunk = max(1, min(num, _AUTO_CHUNK_ELEMENTS // max(1, math.prod(shape))))
     else:
@@ -468,16 +551,52 @@ def _posterior_average(
 
     weights = (np.arange(num_chunks * chunk) < num).astype(np.int32)
     treedef, static, dynamic_index, dynamic = split
+    ow = None
+    if obs_weights is not None:
+        ow = blocks(jnp.asarray(obs_weights).reshape((num,) + shape))
     spec = _Spec(model, site, treedef, static, dynamic_index, kind, shape, info.discrete)
     sums, extra = _average_kernel(
         {k: blocks(v) for k, v in samples.items()},
         weights.reshape(num_chunks, chunk),
         dynamic,
         y_site,
+        ow,
         spec=spec,
     )
-    means = tuple(s / num for s in sums)
-    return means, y_site, info, extra
+    if ow is None:
+        means = tuple(s / num for s in sums)
+    else:
+        # Each weighted sum adds the same number of terms as the total weight, in the
+        # same order, none larger (statistics in [0, 1]): the ratio stays in [0, 1].
+        means = tuple(s / sums[-1].astype(s.dtype) for s in sums[:-1])
+    return means, extra
+
+
+def _posterior_average(
+    model,
+    posterior_samples,
+    args,
+    kwargs,
+    *,
+    site,
+    kind,
+    y_true=None,
+    chunk_size=None,
+    check=None,
+    call=None,
+):
+    """Posterior means of per-draw statistics of ``site``'s distribution.
+
+    Returns ``(means, y_site, info, extra)``: ``means`` is a tuple of arrays of the
+    site's shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot.
+    """
+    if chunk_size is not None:
+        chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
+    prep = _prepare(
+        model, posterior_samples, args, kwargs, site=site, y_true=y_true, check=check, call=call
+    )
+    means, extra = _run_average(model, prep, site=site, kind=kind, chunk_size=chunk_size)
+    return means, prep.y_site, prep.info, extra
 
 
 def _check_cdf(site):
@@ -503,6 +622,7 @@ def rao_blackwell_pit(
     site: str = "obs",
     key: jax.Array | None = None,
     chunk_size: int | None = None,
+    matmul_precision: MatmulPrecision | None = "highest",
     **kwargs: Any,
 ) -> jax.Array:
     r"""Rao-Blackwellized PIT: the posterior predictive mixture CDF at each observation.
@@ -542,7 +662,8 @@ def rao_blackwell_pit(
         observation argument as you like it (``y=None`` or ``y=y_true``). The site is
         conditioned on ``y_true`` either way. Array arguments are traced; other
         arguments (ints, strings, ``None``) are static. Keyword arguments named
-        ``site``, ``key`` or ``chunk_size`` cannot reach the model.
+        ``site``, ``key``, ``chunk_size`` or ``matmul_precision`` cannot reach the
+        model.
     site : str, default "obs"
         The observed sample site. Its distribution, after removing the
         ``Independent``, ``ExpandedDistribution`` and ``MaskedDistribution`` wrappers
@@ -555,6 +676,12 @@ def rao_blackwell_pit(
         Posterior draws evaluated per step. Memory is ``O(chunk_size * N)`` whatever
         the number of draws. Default: about :math:`2^{17} / N` draws per step (one
         draw at a time from N = 131072 on).
+    matmul_precision : {"highest", "high", "default", "float32", "tensorfloat32", \
+"bfloat16"} or None, default "highest"
+        The model is evaluated under ``jax.default_matmul_precision(matmul_precision)``,
+        so that its matrix products (``X @ w``) mean the same on every backend: the
+        default float32 matmul on recent NVIDIA GPUs is TF32 (10-bit mantissa), which
+        moved PIT values by up to 1.7e-4. ``None`` leaves JAX's setting alone.
 
     Returns
     -------
@@ -588,37 +715,42 @@ def rao_blackwell_pit(
             f"key must be a jax.random key (PRNGKey); got {type(key).__name__}."
         )
     y_in = _v.as_float_array(y_true, "y_true")
-    means, _, info, _ = _posterior_average(
-        model,
-        posterior_samples,
-        args,
-        kwargs,
-        site=site,
-        kind="pit",
-        y_true=y_true,
-        chunk_size=chunk_size,
-        check=_check_cdf(site),
-    )
-    upper = means[0]
-    if info.discrete:
-        lower = means[1]
-        if key is None:
-            warnings.warn(
-                f"site {site!r} is discrete ({info.name}) and no key was given, so "
-                "the PIT values are the predictive CDF at y, which is not uniform even "
-                "for a correct model. Pass key=jax.random.key(...) for the randomized "
-                "PIT.",
-                UserWarning,
-                stacklevel=2,
-            )
-            u = upper
-        else:
-            v = jax.random.uniform(key, upper.shape, dtype=upper.dtype)
-            u = lower + v * (upper - lower)
-    else:
-        u = upper
+    with _matmul_precision(matmul_precision):
+        means, _, info, _ = _posterior_average(
+            model,
+            posterior_samples,
+            args,
+            kwargs,
+            site=site,
+            kind="pit",
+            y_true=y_true,
+            chunk_size=chunk_size,
+            check=_check_cdf(site),
+            call=_CALL_PIT.format(name="rao_blackwell_pit"),
+        )
+    u = _finish_pit(means, info, key, site, stacklevel=3)
     _check_result(u, "rao_blackwell_pit", site, info.name)
     return u.astype(y_in.dtype).reshape(y_in.shape)
+
+
+def _finish_pit(means, info, key, site, stacklevel):
+    """PIT values from the mixture CDF at y (and at y - 1 for discrete sites)."""
+    upper = means[0]
+    if not info.discrete:
+        return upper
+    lower = means[1]
+    if key is None:
+        warnings.warn(
+            f"site {site!r} is discrete ({info.name}) and no key was given, so "
+            "the PIT values are the predictive CDF at y, which is not uniform even "
+            "for a correct model. Pass key=jax.random.key(...) for the randomized "
+            "PIT.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+        return upper
+    v = jax.random.uniform(key, upper.shape, dtype=upper.dtype)
+    return lower + v * (upper - lower)
 
 
 def _check_result(x: jax.Array, what: str, site: str, name: str) -> None:
@@ -640,6 +772,7 @@ def predictive_moments(
     *args: Any,
     site: str = "obs",
     chunk_size: int | None = None,
+    matmul_precision: MatmulPrecision | None = "highest",
     **kwargs: Any,
 ) -> tuple[jax.Array, jax.Array]:
     r"""Posterior predictive mean and variance of a site (law of total variance).
@@ -657,8 +790,11 @@ def predictive_moments(
 
     Parameters
     ----------
-    model, posterior_samples, *args, **kwargs, site, chunk_size
+    model, posterior_samples, site, chunk_size, matmul_precision
         As in :func:`rao_blackwell_pit`.
+    *args, **kwargs
+        Passed straight to ``model`` (there is no ``y_true``: unlike
+        :func:`rao_blackwell_pit`, call ``predictive_moments(model, samples, X_test)``).
 
     Returns
     -------
@@ -695,16 +831,18 @@ def predictive_moments(
                 "variance in NumPyro; estimate the moments from Predictive draws."
             ) from None
 
-    means, _, info, pivot = _posterior_average(
-        model,
-        posterior_samples,
-        args,
-        kwargs,
-        site=site,
-        kind="moments",
-        chunk_size=chunk_size,
-        check=check,
-    )
+    with _matmul_precision(matmul_precision):
+        means, _, info, pivot = _posterior_average(
+            model,
+            posterior_samples,
+            args,
+            kwargs,
+            site=site,
+            kind="moments",
+            chunk_size=chunk_size,
+            check=check,
+            call=_CALL_NO_Y.format(name="predictive_moments"),
+        )
     centred, within, centred_sq = means
     mean = pivot + centred
     var = within + jnp.maximum(centred_sq - centred * centred, 0.0)
@@ -718,6 +856,7 @@ def predictive_probs(
     *args: Any,
     site: str = "obs",
     chunk_size: int | None = None,
+    matmul_precision: MatmulPrecision | None = "highest",
     **kwargs: Any,
 ) -> jax.Array:
     r"""Posterior predictive probability :math:`P(y_i = 1)` of a Bernoulli site.
@@ -728,9 +867,11 @@ def predictive_probs(
 
     Parameters
     ----------
-    model, posterior_samples, *args, **kwargs, site, chunk_size
+    model, posterior_samples, site, chunk_size, matmul_precision
         As in :func:`rao_blackwell_pit`; the site must be ``Bernoulli`` (``probs`` or
         ``logits``), possibly inside plates, ``to_event`` or ``mask``.
+    *args, **kwargs
+        Passed straight to ``model`` (there is no ``y_true``).
 
     Returns
     -------
@@ -759,15 +900,457 @@ def predictive_probs(
                 "rao_blackwell_pit or predictive_moments."
             )
 
-    means, _, info, _ = _posterior_average(
-        model,
-        posterior_samples,
-        args,
-        kwargs,
-        site=site,
-        kind="probs",
-        chunk_size=chunk_size,
-        check=check,
-    )
+    with _matmul_precision(matmul_precision):
+        means, _, info, _ = _posterior_average(
+            model,
+            posterior_samples,
+            args,
+            kwargs,
+            site=site,
+            kind="probs",
+            chunk_size=chunk_size,
+            check=check,
+            call=_CALL_NO_Y.format(name="predictive_probs"),
+        )
     _check_result(means[0], "predictive_probs", site, info.name)
     return means[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Leave-one-out PIT (PSIS-LOO)
+# ---------------------------------------------------------------------------------------
+
+
+@functools.partial(jax.jit, static_argnames=("spec",))
+def _log_likelihood_kernel(samples, dynamic, observed, *, spec):
+    """Pointwise log-likelihood ``[S, *shape]`` of the site, by NumPyro's own function."""
+    from numpyro.infer import log_likelihood
+
+    args, kwargs = spec.rebuild(dynamic)
+    conditioned = _handlers.condition(spec.model, data={spec.site: observed})
+    return log_likelihood(conditioned, samples, *args, **kwargs)[spec.site]
+
+
+def _pointwise_log_likelihood(model, prep: _Prepared, site: str) -> np.ndarray:
+    """``[S, N]`` float64: the log-likelihood of each observation under each draw."""
+    samples, num, split, info, y_site = prep
+    if info.event_shape:
+        raise ValueError(
+            f"site {site!r} ({info.name}) has event shape {info.event_shape}: its "
+            "log-likelihood is one number per event, not per observation, so PSIS-LOO "
+            "cannot leave single observations out. Declare the observations with "
+            "numpyro.plate (batch dims) instead of .to_event()."
+        )
+    latent = {k: v for k, v in samples.items() if k in info.latent}
+    treedef, static, dynamic_index, dynamic = split
+    spec = _Spec(
+        model, site, treedef, static, dynamic_index, "loglik", info.shape, info.discrete
+    )
+    ll = _log_likelihood_kernel(latent, dynamic, y_site, spec=spec)
+    ll = np.asarray(ll, dtype=np.float64).reshape(num, -1)
+    bad = ~np.isfinite(ll)
+    if bad.any():
+        raise ValueError(
+            f"loo_pit: the log-likelihood of site {site!r} ({info.name}) has "
+            f"{int(bad.sum())} non-finite values. Check that y_true lies in the "
+            "distribution's support and that the posterior draws give valid parameters."
+        )
+    return ll
+
+
+def loo_pit(
+    model: Callable,
+    posterior_samples: Mapping[str, ArrayLike],
+    y_true: ArrayLike,
+    *args: Any,
+    site: str = "obs",
+    key: Any = None,
+    rao_blackwell: bool = True,
+    predictive: Mapping[str, ArrayLike] | ArrayLike | None = None,
+    r_eff: float = 1.0,
+    chunk_size: int | None = None,
+    matmul_precision: MatmulPrecision | None = "highest",
+    **kwargs: Any,
+):
+    r"""Leave-one-out PIT values of the training data by PSIS-LOO, without refitting.
+
+    With the posterior draws :math:`\theta_s` of a model fitted on all the data and
+    ArviZ's Pareto-smoothed importance weights :math:`w_{is} \propto 1 / p(y_i \mid
+    \theta_s)` (normalized over the draws), the Rao-Blackwellized LOO-PIT is
+
+    .. math:: u_i = \sum_s w_{is}\, F(y_i \mid \theta_s),
+
+    the CDF at :math:`y_i` of the leave-one-out posterior predictive of observation
+    :math:`i`, from the site's own CDF: no sampling noise from predictive draws (no
+    peer has it). With ``rao_blackwell=False`` the counting form
+    :math:`u_i = \sum_s w_{is} \mathbb 1[x_{si} \le y_i]` from ``predictive`` draws
+    :math:`x_{si}` (what ``az.loo_pit`` computes). For discrete sites with a ``key``,
+    both give the randomized PIT (as :func:`rao_blackwell_pit`).
+
+    LOO-PIT values check calibration with no held-out split, and a recalibrator fitted
+    on them (:func:`bayescal.regression.fit_isotonic_recalibrator`) needs no
+    calibration split.
+
+    Parameters
+    ----------
+    model : callable
+        The NumPyro model.
+    posterior_samples : dict of str to array_like
+        Draws of the latent sites fitted on the data ``y_true`` (``mcmc.get_samples()``).
+    y_true : array_like, shape [*site_shape] or [N]
+        The *training* observations the posterior was fitted on.
+    *args, **kwargs
+        Passed to ``model``: the training inputs (as in :func:`rao_blackwell_pit`).
+        The site is conditioned on ``y_true``.
+    site : str, default "obs"
+        The observed sample site. Its observations must be batch dims (plates), not
+        event dims (``.to_event``), so that each has its own log-likelihood.
+    key : jax.random.PRNGKey or int, optional
+        Randomized PIT for discrete sites.
+    rao_blackwell : bool, default True
+        Use the site's CDF (needs a distribution with a ``cdf``); False counts
+        ``predictive`` draws.
+    predictive : dict or array_like, optional
+        With ``rao_blackwell=False`` (required then): posterior predictive draws of the
+        site, ``Predictive(model, posterior_samples)(key, *args)`` or its
+        ``[S, *site_shape]`` array, one per posterior draw, in the same order.
+    r_eff : float, default 1.0
+        Relative effective sample size passed to PSIS (ESS / number of draws; 1 for
+        independent draws; see ``az.loo``).
+    chunk_size, matmul_precision
+        As in :func:`rao_blackwell_pit`.
+
+    Returns
+    -------
+    LooPit
+        NamedTuple ``(pit, pareto_k)``: PIT values (``jax.Array`` shaped like
+        ``y_true``) and the Pareto k of each observation (``numpy`` float64, same
+        shape). A ``UserWarning`` says how many k exceed 0.7 (unreliable estimates).
+
+    See Also
+    --------
+    rao_blackwell_pit : the same without weights, for held-out data.
+    bayescal.arviz.loo_pit : the counting form from ArviZ data.
+
+    Notes
+    -----
+    The pointwise log-likelihood is NumPyro's own ``numpyro.infer.log_likelihood``
+    (jitted); PSIS is ArviZ's (``az.psislw`` on arviz 0.x, ``arviz_stats`` on 1.x).
+    The weighted sums run through the chunked kernel of :func:`rao_blackwell_pit`.
+
+    References
+    ----------
+    Vehtari, Gelman & Gabry (2017), "Practical Bayesian model evaluation using
+    leave-one-out cross-validation and WAIC", Statistics and Computing 27(5).
+    Gelman, Vehtari, Simpson et al. (2020), "Bayesian workflow", arXiv:2011.01808
+    (LOO-PIT checks).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpyro, numpyro.distributions as dist
+    >>> from bayescal.numpyro import loo_pit
+    >>> def model(n, y=None):
+    ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    ...     with numpyro.plate("data", n):
+    ...         numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+    >>> draws = {"mu": jnp.linspace(-0.5, 0.5, 100)}  # (not a real posterior)
+    >>> out = loo_pit(model, draws, jnp.array([-1.0, 0.0, 1.0]), 3)
+    >>> [round(v, 2) for v in out.pit.tolist()]
+    [0.15, 0.5, 0.85]
+    """
+    from bayescal.arviz import (
+        LooPit,
+        _check_r_eff,
+        _psislw,
+        _warn_pareto_k,
+        _weighted_pit,
+    )
+
+    if not isinstance(rao_blackwell, bool):
+        raise TypeError(f"rao_blackwell must be a bool; got {rao_blackwell!r}.")
+    r_eff = _check_r_eff(r_eff)
+    if r_eff is None:
+        raise TypeError("r_eff must be a positive float (1.0 for independent draws).")
+    rng_key = None if key is None else check_key(key, "key")
+    if chunk_size is not None:
+        chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
+    if rao_blackwell and predictive is not None:
+        raise ValueError(
+            "predictive draws are only used with rao_blackwell=False (the counting "
+            "form); the Rao-Blackwellized LOO-PIT uses the site's CDF. Drop predictive "
+            "or pass rao_blackwell=False."
+        )
+    if not rao_blackwell and predictive is None:
+        raise ValueError(
+            "rao_blackwell=False counts posterior predictive draws: pass "
+            "predictive=Predictive(model, posterior_samples)(key, *args) (one draw per "
+            "posterior draw), or use the default rao_blackwell=True."
+        )
+    y_in = _v.as_float_array(y_true, "y_true")
+    with _matmul_precision(matmul_precision):
+        prep = _prepare(
+            model,
+            posterior_samples,
+            args,
+            kwargs,
+            site=site,
+            y_true=y_true,
+            check=_check_cdf(site) if rao_blackwell else None,
+            call=_CALL_PIT.format(name="loo_pit"),
+        )
+        info = prep.info
+        log_lik = _pointwise_log_likelihood(model, prep, site)  # [S, N]
+        log_weights, pareto_k = _psislw(log_lik.T, r_eff)  # [N, S], [N]
+        if rao_blackwell:
+            w = jnp.exp(jnp.asarray(log_weights.T, prep.y_site.dtype))
+            means, _ = _run_average(
+                model, prep, site=site, kind="pit", chunk_size=chunk_size, obs_weights=w
+            )
+            u = _finish_pit(means, info, rng_key, site, stacklevel=3)
+        else:
+            draws = _predictive_draws(predictive, site, prep.num, info.shape)
+            u = _weighted_pit(
+                prep.y_site.reshape(-1),
+                draws.reshape(prep.num, -1).T,
+                log_weights,
+                rng_key,
+            )
+    _check_result(u, "loo_pit", site, info.name)
+    _warn_pareto_k(pareto_k, stacklevel=3)
+    return LooPit(
+        u.astype(y_in.dtype).reshape(y_in.shape), np.asarray(pareto_k).reshape(y_in.shape)
+    )
+
+
+def _predictive_draws(predictive, site, num, shape) -> jax.Array:
+    if isinstance(predictive, Mapping):
+        if site not in predictive:
+            raise ValueError(
+                f"site {site!r} is not in predictive; it has the sites "
+                f"{sorted(predictive)}. Pass site=<one of these> (the observed site)."
+            )
+        draws, what = predictive[site], f"predictive[{site!r}]"
+    else:
+        draws, what = predictive, "predictive"
+    d = _v.as_float_array(draws, what)
+    _v.check_finite(d, what)
+    expected = (num, *shape)
+    if tuple(d.shape) != expected and not (
+        d.ndim == 2 and d.shape[0] == num and d.shape[1] == math.prod(shape)
+    ):
+        raise ValueError(
+            f"{what} has shape {tuple(d.shape)}; expected {expected}: one predictive "
+            "draw per posterior draw (in the same order) for each observation, e.g. "
+            "Predictive(model, posterior_samples)(key, *args)."
+        )
+    return d
+
+
+# ---------------------------------------------------------------------------------------
+# Recalibrated predictive distribution
+# ---------------------------------------------------------------------------------------
+
+# Gauss-Legendre rule on [-1, 1] for the moments by quadrature over levels.
+_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(8)
+_GENERIC_PANELS = 128  # panels of the uniform level grid for recalibrators without knots
+_GRADE = np.concatenate([[0.0], 2.0 ** -np.arange(40, -1, -1)])  # 0, 2^-40, ..., 1/2, 1
+
+
+def _implements(base: Any, method: str) -> bool:
+    return getattr(type(base), method, None) is not getattr(_dist.Distribution, method)
+
+
+class RecalibratedDistribution(_dist.Distribution):
+    r"""A predictive distribution recalibrated by a map of CDF levels.
+
+    For a base predictive with CDF :math:`F` and a fitted recalibrator :math:`R`
+    (nondecreasing from [0, 1] onto [0, 1], e.g. Kuleshov's isotonic map from
+    :func:`bayescal.regression.fit_isotonic_recalibrator`),
+
+    .. math::
+        G(y) = R(F(y)), \qquad G^{-1}(q) = F^{-1}(R^{-1}(q)), \qquad
+        \log g(y) = \log f(y) + \log R'(F(y)).
+
+    A NumPyro ``Distribution``: use it as a site distribution (in a plate, under
+    ``numpyro.infer.Predictive``, inside ``jax.jit``), or evaluate it directly.
+    Sampling is by inversion, :math:`G^{-1}(U)`; ``mean`` and ``variance`` are
+    computed by Gauss-Legendre quadrature over levels, :math:`\int_0^1 G^{-1}(q)\,dq`.
+
+    Parameters
+    ----------
+    base : numpyro.distributions.Distribution
+        A continuous, univariate (event shape ``()``) predictive with ``cdf`` and
+        ``icdf`` (Normal, StudentT, Laplace, Cauchy, Logistic, Gumbel, ...); its batch
+        shape is the batch shape of the result.
+    recalibrator : IsotonicRecalibrator or callable with ``.inverse``
+        Maps raw levels to calibrated levels; ``recalibrator.inverse`` maps them back.
+        An :class:`~bayescal.regression.IsotonicRecalibrator` is piecewise linear:
+        :math:`R'` is the slope of the segment of its knots containing :math:`F(y)`
+        (zero-width segments of repeated knots are skipped). Any other callable is
+        differentiated by ``jax.jvp`` and must then be differentiable.
+    validate_args : bool, optional
+        NumPyro's argument validation flag.
+
+    Notes
+    -----
+    Kuleshov's map reaches level 1 at the largest calibration PIT value
+    :math:`u_{(n)}` (and level :math:`1/n` already at :math:`u_{(1)}`), so :math:`G`
+    has no mass above :math:`F^{-1}(u_{(n)})`: ``log_prob`` is ``-inf`` there. The
+    quadrature uses 8 Gauss-Legendre nodes on each segment between consecutive
+    calibrated knots of an ``IsotonicRecalibrator`` (where :math:`G^{-1}` is smooth),
+    or on each of 128 equal panels for other recalibrators, with the first and last
+    panels split geometrically towards levels 0 and 1 (where :math:`G^{-1}` of an
+    unbounded base is infinite).
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> import numpyro.distributions as dist
+    >>> from bayescal.numpyro import RecalibratedDistribution
+    >>> from bayescal.regression import fit_isotonic_recalibrator
+    >>> r = fit_isotonic_recalibrator(jnp.array([0.1, 0.2, 0.3, 0.9]))
+    >>> d = RecalibratedDistribution(dist.Normal(0.0, 1.0), r)
+    >>> round(float(d.cdf(0.0)), 4)  # R(0.5): three of four PIT values are below
+    0.8333
+    >>> round(float(d.icdf(0.5)), 4)  # the base's 0.2-quantile
+    -0.8416
+    """
+
+    arg_constraints: dict = {}
+    pytree_data_fields = ("base", "recalibrator")
+
+    def __init__(self, base: Any, recalibrator: Any, *, validate_args: bool | None = None):
+        if not isinstance(base, _dist.Distribution):
+            raise TypeError(
+                "base must be a numpyro.distributions.Distribution (the predictive to "
+                f"recalibrate, e.g. dist.Normal(loc, scale)); got {type(base).__name__}."
+            )
+        if tuple(base.event_shape) != ():
+            raise ValueError(
+                f"base must be univariate (event shape ()); got {type(base).__name__} "
+                f"with event shape {tuple(base.event_shape)}. Recalibrate each "
+                "coordinate's marginal (batch dims) instead."
+            )
+        if getattr(base.support, "is_discrete", False):
+            raise TypeError(
+                f"base must be continuous; {type(base).__name__} is discrete. A map of "
+                "CDF levels has no density for discrete predictives; recalibrate their "
+                "randomized PIT values instead."
+            )
+        missing = [m for m in ("cdf", "icdf") if not _implements(base, m)]
+        if missing:
+            raise TypeError(
+                f"base ({type(base).__name__}) has no {' or '.join(missing)} in NumPyro; "
+                "RecalibratedDistribution needs both (Normal, StudentT, Laplace, "
+                "Cauchy, Logistic, Gumbel, ...). For a plated or masked site pass the "
+                "unwrapped distribution and expand the result."
+            )
+        if not callable(recalibrator) or not callable(getattr(recalibrator, "inverse", None)):
+            raise TypeError(
+                "recalibrator must map CDF levels to levels and have an .inverse (e.g. "
+                "fit_isotonic_recalibrator(pit)); got "
+                f"{type(recalibrator).__name__}. A SigmaScaling rescales the scale: "
+                "build the base with scale * factor instead."
+            )
+        self.base = base
+        self.recalibrator = recalibrator
+        super().__init__(
+            batch_shape=tuple(base.batch_shape), event_shape=(), validate_args=validate_args
+        )
+
+    @_dist.constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return self.base.support
+
+    def _knots(self):
+        raw = getattr(self.recalibrator, "raw", None)
+        cal = getattr(self.recalibrator, "calibrated", None)
+        if raw is None or cal is None or jnp.ndim(raw) != 1 or jnp.shape(raw) != jnp.shape(cal):
+            return None
+        return jnp.asarray(raw), jnp.asarray(cal)
+
+    def _slope(self, p):
+        """:math:`R'(p)`: the slope of the knot segment containing ``p``."""
+        knots = self._knots()
+        if knots is None:
+            return jax.jvp(self.recalibrator, (p,), (jnp.ones_like(p),))[1]
+        raw, cal = knots
+        m = raw.shape[0]
+        right = jnp.searchsorted(raw, p, side="right") - 1  # raw[k] <= p < raw[k+1]
+        left = jnp.searchsorted(raw, p, side="left") - 1  # at p = 1: the last segment
+        k = jnp.clip(jnp.where(right <= m - 2, right, left), 0, m - 2)
+        width = raw[k + 1] - raw[k]
+        rise = cal[k + 1] - cal[k]
+        slope = jnp.where(width > 0, rise / jnp.where(width > 0, width, 1), jnp.inf)
+        return jnp.where(jnp.isnan(p), jnp.nan, slope).astype(p.dtype)
+
+    def cdf(self, value):
+        return self.recalibrator(self.base.cdf(value))
+
+    def icdf(self, q):
+        return self.base.icdf(self.recalibrator.inverse(q))
+
+    def log_prob(self, value):
+        p = self.base.cdf(value)
+        return self.base.log_prob(value) + jnp.log(self._slope(p))
+
+    def sample(self, key, sample_shape=()):
+        shape = tuple(sample_shape) + tuple(self.batch_shape)
+        dtype = jnp.result_type(float)
+        u = jax.random.uniform(key, shape, dtype=dtype, minval=jnp.finfo(dtype).tiny)
+        return self.icdf(u)
+
+    def _quadrature(self):
+        """Levels ``q [M]`` and weights ``[M]`` of the quadrature over (0, 1)."""
+        x = jnp.asarray(_GL_NODES)
+        w = jnp.asarray(_GL_WEIGHTS)
+        knots = self._knots()
+        if knots is None:
+            edges = jnp.linspace(0.0, 1.0, _GENERIC_PANELS + 1)
+        else:
+            edges = knots[1]
+        # The quantile function of an unbounded base is infinite at levels 0 and 1:
+        # split the first and last panels geometrically towards them (panels of
+        # relative width 2^-j), which keeps the rule accurate there.
+        grade = jnp.asarray(_GRADE, edges.dtype)
+        first = edges[0] + (edges[1] - edges[0]) * grade
+        last = edges[-1] - (edges[-1] - edges[-2]) * grade[::-1]
+        edges = jnp.concatenate([first, edges[2:-2], last])
+        lo, length = edges[:-1], jnp.diff(edges)
+        q = lo[:, None] + length[:, None] * (x + 1) / 2
+        weight = length[:, None] * w / 2
+        return q.reshape(-1), weight.reshape(-1).astype(q.dtype)
+
+    def _values_at_levels(self):
+        q, weight = self._quadrature()
+        # Zero-width segments (repeated knots) have weight 0 and may sit at level 0 or
+        # 1, where icdf is infinite; in float32 the finest graded panels round to 0 or
+        # 1 too (their mass is below 1e-7). Drop those nodes (evaluated at 1/2).
+        keep = (weight > 0) & (q > 0) & (q < 1)
+        weight = jnp.where(keep, weight, 0)
+        q = jnp.where(keep, q, 0.5)
+        q = q.reshape((-1,) + (1,) * len(self.batch_shape))
+        values = self.icdf(q)
+        weight = weight.reshape(q.shape).astype(values.dtype)
+        return values, weight
+
+    @property
+    def mean(self):
+        values, weight = self._values_at_levels()
+        return jnp.sum(weight * values, axis=0) / jnp.sum(weight, axis=0)
+
+    @property
+    def variance(self):
+        values, weight = self._values_at_levels()
+        total = jnp.sum(weight, axis=0)
+        mean = jnp.sum(weight * values, axis=0) / total
+        return jnp.sum(weight * (values - mean) ** 2, axis=0) / total
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LooPit":  # defined with the ArviZ adapter, which holds the PSIS code
+        from bayescal.arviz import LooPit
+
+        return LooPit
+    raise AttributeError(f"module 'bayescal.numpyro' has no attribute {name!r}")

@@ -9,6 +9,7 @@ per session in ``tests/_fits.py``.
 """
 
 import pathlib
+import warnings
 import subprocess
 import sys
 
@@ -485,3 +486,51 @@ def test_adapters_import_lazily_and_fail_loudly():
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
+
+
+# --- issue 8 (f): predictive_moments called like rao_blackwell_pit ------------------------
+
+
+def test_predictive_moments_called_with_y_true_explains_the_call(diabetes, mcmc_samples):
+    _, _, X_test, y_test = diabetes
+    # by analogy with rao_blackwell_pit(model, post, y, X): was a bare IndexError
+    with pytest.raises(TypeError, match=r"takes no y_true.*predictive_moments\(model, posterior_samples, X_test\)"):
+        bn.predictive_moments(linear_model, mcmc_samples, y_test, X_test)
+    with pytest.raises(TypeError, match=r"predictive_probs.*takes no y_true"):
+        bn.predictive_probs(linear_model, mcmc_samples, y_test, X_test)
+
+
+# --- issue 9 item 9: matmul precision --------------------------------------------------
+
+
+def test_model_is_evaluated_under_highest_matmul_precision(diabetes, mcmc_samples):
+    _, _, X_test, y_test = diabetes
+    seen = []
+
+    def recording_model(X, y=None):
+        a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+        b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        # the jaxpr of the model's own product shows the precision it runs with
+        seen.append(str(jax.make_jaxpr(jnp.matmul)(X, b)))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("obs", dist.Normal(a + X @ b, sigma), obs=y)
+
+    calls = [
+        lambda **kw: bn.rao_blackwell_pit(recording_model, mcmc_samples, y_test, X_test, **kw),
+        lambda **kw: bn.predictive_moments(recording_model, mcmc_samples, X_test, **kw),
+        lambda **kw: bn.loo_pit(recording_model, mcmc_samples, y_test, X_test, **kw),
+    ]
+    for call in calls:
+        seen.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # Pareto k of held-out data
+            call()
+        assert seen and all("Precision.HIGHEST" in s for s in seen)
+        seen.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            call(matmul_precision=None)  # JAX's default: no precision recorded
+        assert seen and not any("Precision.HIGHEST" in s for s in seen)
+    with pytest.raises(ValueError, match="matmul_precision must be one of"):
+        bn.rao_blackwell_pit(linear_model, mcmc_samples, y_test, X_test, matmul_precision="max")
