@@ -1183,9 +1183,9 @@ class RecalibratedDistribution(_dist.Distribution):
         A continuous, univariate (event shape ``()``) predictive with ``cdf`` and
         ``icdf`` (Normal, StudentT, Laplace, Cauchy, Logistic, Gumbel, ...); its batch
         shape is the batch shape of the result.
-    recalibrator : IsotonicRecalibrator or callable with ``.inverse``
+    recalibrator : IsotonicLevelCalibrator or callable with ``.inverse``
         Maps raw levels to calibrated levels; ``recalibrator.inverse`` maps them back.
-        An :class:`~bayescal.regression.IsotonicRecalibrator` is piecewise linear:
+        An :class:`~bayescal.regression.IsotonicLevelCalibrator` is piecewise linear:
         :math:`R'` is the slope of the segment of its knots containing :math:`F(y)`
         (zero-width segments of repeated knots are skipped). Any other callable is
         differentiated by ``jax.jvp`` and must then be differentiable.
@@ -1198,7 +1198,7 @@ class RecalibratedDistribution(_dist.Distribution):
     :math:`u_{(n)}` (and level :math:`1/n` already at :math:`u_{(1)}`), so :math:`G`
     has no mass above :math:`F^{-1}(u_{(n)})`: ``log_prob`` is ``-inf`` there. The
     quadrature uses 8 Gauss-Legendre nodes on each segment between consecutive
-    calibrated knots of an ``IsotonicRecalibrator`` (where :math:`G^{-1}` is smooth),
+    calibrated knots of an ``IsotonicLevelCalibrator`` (where :math:`G^{-1}` is smooth),
     or on each of 128 equal panels for other recalibrators, with the first and last
     panels split geometrically towards levels 0 and 1 (where :math:`G^{-1}` of an
     unbounded base is infinite).
@@ -1250,7 +1250,7 @@ class RecalibratedDistribution(_dist.Distribution):
             raise TypeError(
                 "recalibrator must map CDF levels to levels and have an .inverse (e.g. "
                 "fit_isotonic_recalibrator(pit)); got "
-                f"{type(recalibrator).__name__}. A SigmaScaling rescales the scale: "
+                f"{type(recalibrator).__name__}. A SigmaScalingCalibrator rescales the scale: "
                 "build the base with scale * factor instead."
             )
         self.base = base

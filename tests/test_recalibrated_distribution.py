@@ -149,5 +149,5 @@ def test_bad_input(recal):
     with pytest.raises(TypeError, match="has no cdf"):
         bn.RecalibratedDistribution(dist.Normal(0.0, 1.0).expand([3]), recal)
     scaling = reg.fit_sigma_scaling([2.0, -2.0], [0.0, 0.0], [1.0, 1.0])
-    with pytest.raises(TypeError, match="SigmaScaling"):
+    with pytest.raises(TypeError, match="SigmaScalingCalibrator"):
         bn.RecalibratedDistribution(dist.Normal(0.0, 1.0), scaling)
