@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src.options import KeyLike
-from bayescal._src.resampling import check_key
+from bayescal.core import KeyLike
+from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
 try:
@@ -550,7 +550,9 @@ def loo_pit(
     _finite_values(draws, f"{_PP}[{name!r}]")
     _finite_values(log_lik, f"{_LL}[{ll_name!r}]")
     if r_eff is None:
-        r_eff = _relative_ess(groups[_POSTERIOR]() if _POSTERIOR in groups else None, draws.shape[1])
+        r_eff = _relative_ess(
+            groups[_POSTERIOR]() if _POSTERIOR in groups else None, draws.shape[1]
+        )
     log_weights, k = _psislw(log_lik, r_eff)
     u = _weighted_pit(y.reshape(-1), draws, log_weights, rng_key)
     _warn_pareto_k(k, stacklevel=3)
@@ -558,7 +560,11 @@ def loo_pit(
         return LooPit(u, np.asarray(k).reshape(-1))
     attrs = {"long_name": f"LOO-PIT of {name}"}
     pit_da = _xr.DataArray(
-        np.asarray(u).reshape(y.shape), dims=obs.dims, coords=obs.coords, name=name, attrs=attrs
+        np.asarray(u).reshape(y.shape),
+        dims=obs.dims,
+        coords=obs.coords,
+        name=name,
+        attrs=attrs,
     )
     k_da = _xr.DataArray(
         np.asarray(k).reshape(y.shape), dims=obs.dims, coords=obs.coords, name="pareto_k"

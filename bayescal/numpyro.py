@@ -35,8 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayescal._src import validation as _v
-from bayescal._src.resampling import check_key
+from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
 try:
@@ -81,6 +80,71 @@ _CALL_NO_Y = (
     "and takes no y_true (unlike rao_blackwell_pit(model, posterior_samples, y_true, "
     "*args)): call {name}(model, posterior_samples, X_test), without the observations."
 )
+
+
+class _Checks:
+    """The few input checks of this adapter (it sits on the public API, not on _src)."""
+
+    @staticmethod
+    def is_concrete(x: Any) -> bool:
+        return not isinstance(x, jax.core.Tracer)
+
+    @staticmethod
+    def as_float_array(x: Any, name: str) -> jax.Array:
+        if isinstance(x, jax.Array | jax.core.Tracer):
+            a = x
+        else:
+            if isinstance(x, str | bytes) or x is None:
+                raise TypeError(
+                    f"{name} must be an array of numbers; got {type(x).__name__}."
+                )
+            h = np.asarray(x)
+            if h.dtype == object or not (
+                np.issubdtype(h.dtype, np.number) or h.dtype == bool
+            ):
+                raise TypeError(f"{name} must be an array of numbers; got dtype {h.dtype}.")
+            if np.issubdtype(h.dtype, np.complexfloating):
+                raise TypeError(f"{name} must be real; got complex dtype {h.dtype}.")
+            a = jnp.asarray(h)
+        if not jnp.issubdtype(a.dtype, jnp.floating) or jnp.finfo(a.dtype).bits < 32:
+            a = a.astype(jnp.promote_types(jnp.float32, jnp.zeros((), float).dtype))
+        return a
+
+    @staticmethod
+    def check_nonempty(x: Any, name: str) -> None:
+        if x.size == 0:
+            raise ValueError(
+                f"{name} is empty (shape {tuple(x.shape)}); at least one value is needed."
+            )
+
+    @staticmethod
+    def check_finite(x: Any, name: str) -> None:
+        if _Checks.is_concrete(x) and not bool(jnp.isfinite(jnp.sum(x * 0))):
+            n_nan, n_inf = int(jnp.sum(jnp.isnan(x))), int(jnp.sum(jnp.isinf(x)))
+            raise ValueError(
+                f"{name} contains {n_nan} NaN and {n_inf} infinite values; all values must "
+                "be finite. Drop or impute those observations first."
+            )
+
+    @staticmethod
+    def check_positive_int(value: Any, name: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise TypeError(
+                f"{name} must be an int >= 1; got {type(value).__name__} {value!r}."
+            )
+        if value < 1:
+            raise ValueError(f"{name} must be an int >= 1; got {value}.")
+        return int(value)
+
+    @staticmethod
+    def check_choice(value: Any, name: str, choices: Any) -> Any:
+        if not isinstance(value, str) or value not in choices:
+            opts = ", ".join(repr(c) for c in choices)
+            raise ValueError(f"{name} must be one of {opts}; got {value!r}.")
+        return value
+
+
+_v = _Checks
 
 
 def _matmul_precision(value: Any) -> contextlib.AbstractContextManager:
@@ -593,7 +657,14 @@ def _posterior_average(
     if chunk_size is not None:
         chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
     prep = _prepare(
-        model, posterior_samples, args, kwargs, site=site, y_true=y_true, check=check, call=call
+        model,
+        posterior_samples,
+        args,
+        kwargs,
+        site=site,
+        y_true=y_true,
+        check=check,
+        call=call,
     )
     means, extra = _run_average(model, prep, site=site, kind=kind, chunk_size=chunk_size)
     return means, prep.y_site, prep.info, extra
@@ -1246,7 +1317,9 @@ class RecalibratedDistribution(_dist.Distribution):
                 "Cauchy, Logistic, Gumbel, ...). For a plated or masked site pass the "
                 "unwrapped distribution and expand the result."
             )
-        if not callable(recalibrator) or not callable(getattr(recalibrator, "inverse", None)):
+        if not callable(recalibrator) or not callable(
+            getattr(recalibrator, "inverse", None)
+        ):
             raise TypeError(
                 "recalibrator must map CDF levels to levels and have an .inverse (e.g. "
                 "fit_isotonic_recalibrator(pit)); got "
@@ -1266,7 +1339,12 @@ class RecalibratedDistribution(_dist.Distribution):
     def _knots(self):
         raw = getattr(self.recalibrator, "raw", None)
         cal = getattr(self.recalibrator, "calibrated", None)
-        if raw is None or cal is None or jnp.ndim(raw) != 1 or jnp.shape(raw) != jnp.shape(cal):
+        if (
+            raw is None
+            or cal is None
+            or jnp.ndim(raw) != 1
+            or jnp.shape(raw) != jnp.shape(cal)
+        ):
             return None
         return jnp.asarray(raw), jnp.asarray(cal)
 
