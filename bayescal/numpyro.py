@@ -747,8 +747,7 @@ def rao_blackwell_pit(
         Posterior draws evaluated per step. Memory is ``O(chunk_size * N)`` whatever
         the number of draws. Default: about :math:`2^{17} / N` draws per step (one
         draw at a time from N = 131072 on).
-    matmul_precision : {"highest", "high", "default", "float32", "tensorfloat32", \
-"bfloat16"} or None, default "highest"
+    matmul_precision : str or None, default "highest"
         The model is evaluated under ``jax.default_matmul_precision(matmul_precision)``,
         so that its matrix products (``X @ w``) mean the same on every backend: the
         default float32 matmul on recent NVIDIA GPUs is TF32 (10-bit mantissa), which
@@ -1068,7 +1067,7 @@ def loo_pit(
         The NumPyro model.
     posterior_samples : dict of str to array_like
         Draws of the latent sites fitted on the data ``y_true`` (``mcmc.get_samples()``).
-    y_true : array_like, shape [*site_shape] or [N]
+    y_true : array_like, shape ``[*site_shape]`` or [N]
         The *training* observations the posterior was fitted on.
     *args, **kwargs
         Passed to ``model``: the training inputs (as in :func:`rao_blackwell_pit`).

@@ -163,7 +163,14 @@ numpydoc_xref_param_type = False
 numpydoc_validation_checks = {"PR01", "PR02", "RT01", "GL06", "GL07", "SS01"}
 # The private kernels and dunder members are not public API; the Calibrator protocol
 # has no constructor.
-numpydoc_validation_exclude = {r"\._src\.", r"\.__\w+__$", r"\.(count|index)$", r"^bayescal\.core\.Calibrator$"}
+numpydoc_validation_exclude = {
+    r"\._src\.",
+    r"\.__\w+__$",
+    r"\.(count|index)$",
+    r"^bayescal\.core\.Calibrator$",
+    # inherited from NumPyro's Distribution, documented in NumPyro's own style
+    r"^bayescal\.numpyro\.RecalibratedDistribution\.(enumerate_support|expand|expand_by|get_args|infer_shapes|mask|sample_with_intermediates|shape|to_event|validate_args|tree_flatten|tree_unflatten|vmap_over)$",
+}
 # Result types and fitted calibrators document their fields under Attributes, as
 # scikit-learn does; their constructors are not called by users.
 numpydoc_validation_overrides = {"PR01": [r"(?m)^\s*Attributes\n\s*-{3,}"]}

@@ -794,17 +794,17 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
         ``update(state, y_true, y_prob, weights=None) -> state``,
         ``merge(state, state) -> state`` and ``finalize(state) -> CalibrationCurve``.
 
+    See Also
+    --------
+    reliability_curve : The one-shot curve.
+    bayescal.regression.calibration_accumulator : The regression twin.
+
     Notes
     -----
     ``update`` is jitted and cannot raise on values: probabilities outside [0, 1],
     labels other than 0 and 1, negative or non-finite weights are counted as invalid
     and make ``finalize`` return NaN ``expected`` and ``observed``. Feed the curve to
     ``bayescal.core.curve_error`` for the ECE.
-
-    See Also
-    --------
-    reliability_curve : The one-shot curve.
-    bayescal.regression.calibration_accumulator : The regression twin.
 
     Examples
     --------

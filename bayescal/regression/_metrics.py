@@ -292,6 +292,11 @@ def calibration_accumulator(num_levels: int = 100, kind: CurveKind = "quantile")
         ``merge(state, state) -> state`` and ``finalize(state) -> CalibrationCurve``.
         The state is a pytree of integer arrays (jit-, scan- and psum-friendly).
 
+    See Also
+    --------
+    calibration_curve : The one-shot curve.
+    bayescal.classification.reliability_accumulator : The classification twin.
+
     Notes
     -----
     ``update`` cannot raise on values (it is jitted): PIT values outside [0, 1] or
@@ -299,11 +304,6 @@ def calibration_accumulator(num_levels: int = 100, kind: CurveKind = "quantile")
     state without data. Chunks are padded to power-of-two lengths internally, so
     chunks of many sizes compile only a few times. Counts are int32 (int64 under
     x64): one state holds at most ``2^31 - 1`` observations in float32 mode.
-
-    See Also
-    --------
-    calibration_curve : The one-shot curve.
-    bayescal.classification.reliability_accumulator : The classification twin.
 
     Examples
     --------
