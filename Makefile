@@ -93,8 +93,9 @@ fuzz: $(VENV)/.test-installed
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
 	HYPOTHESIS_PROFILE=fuzz JAX_ENABLE_X64=1 $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
 
+# --force: a second `make demo` replaces the report of the first.
 demo: $(VENV)/.installed
-	$(BIN)/bayescal demo
+	$(BIN)/bayescal demo --force
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/run.py
