@@ -512,6 +512,8 @@ def test_tables_cover_the_public_names():
         "adversarial_group_calibration", "fit_conformal", "fit_conformalized_quantile",
         "conformal_rank", "smooth_calibration_error", "smooth_reliability_curve",
         "smooth_reliability_band",
+        # streaming accumulators: tests/test_accumulators.py
+        "calibration_accumulator", "reliability_accumulator",
     }
     public = {
         n for m in (reg, clf) for n in m.__all__
