@@ -250,10 +250,20 @@ class LooPit(NamedTuple):
     pareto_k: Any
 
 
-def _arviz_major() -> int:
-    import arviz
+def _import_arviz() -> Any:
+    """``import arviz``, without arviz 0.23's once-a-day FutureWarning about its refactor
+    (a notice about ArviZ itself, not about the user's data: bayescal's calls would
+    otherwise show it on a user's first LOO-PIT of the day)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"\s*ArviZ is undergoing a major refactor", category=FutureWarning
+        )
+        import arviz
+    return arviz
 
-    return int(str(arviz.__version__).split(".")[0])
+
+def _arviz_major() -> int:
+    return int(str(_import_arviz().__version__).split(".")[0])
 
 
 def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
@@ -266,8 +276,7 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     """
     ll = np.asarray(log_likelihood, dtype=np.float64)
     if _arviz_major() < 1:
-        import arviz as az
-
+        az = _import_arviz()
         log_weights, k = az.psislw(-ll, reff=r_eff)
     else:  # pragma: no cover - arviz 1.x is not installed in the test environment
         from arviz_stats.base import array_stats
@@ -284,9 +293,7 @@ def _relative_ess(posterior: _xr.Dataset | None, num_samples: int) -> float:
     if posterior is None or "chain" not in posterior.dims or posterior.sizes["chain"] < 2:
         return 1.0
     if _arviz_major() < 1:
-        import arviz as az
-
-        ess = az.ess(posterior, method="mean")
+        ess = _import_arviz().ess(posterior, method="mean")
     else:  # pragma: no cover - arviz 1.x is not installed in the test environment
         import arviz_stats  # noqa: F401 - registers the .azstats accessor
 

@@ -139,6 +139,12 @@ def _build_parser() -> OneLineParser:
         help="draws: megabytes of draws read and processed at a time (default: %(default)s)",
     )
     ev.add_argument("--no-plots", action="store_true", help="write no PNG files")
+    ev.add_argument(
+        "--no-loo",
+        action="store_true",
+        help="NetCDF/zarr with a log_likelihood group: skip the PSIS-LOO PIT metrics "
+        "(computed by default, with the draws in memory)",
+    )
     return parser
 
 
@@ -180,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     plots=not args.no_plots,
                     force=args.force,
                     chunk_mb=args.chunk_mb,
+                    loo=not args.no_loo,
                 )
             except InputError as err:
                 raise UserError(str(err)) from None

@@ -226,10 +226,15 @@ def test_demo_end_to_end(tmp_path):
     report = json.loads((tmp_path / "demo" / "report.json").read_text())
     rows = {r["method"]: r for r in report["regression"]["rows"]}
     raw, iso, sig = rows["Poisson model"], rows["+ isotonic"], rows["+ sigma-scaling"]
+    iso_loo = rows["+ isotonic, split-free (LOO)"]
     # the overdispersed target makes the Poisson model badly overconfident ...
     assert raw["90% coverage"] < 0.5
-    # ... and both recalibrations repair much of it on the held-out test split
-    for fixed in (iso, sig):
+    # ... and the recalibrations repair much of it on the held-out test split, the
+    # split-free one (fitted on the training data's LOO-PIT, no calibration split) too
+    loo = report["regression"]["loo"]
+    assert loo["n_train"] == 221 and 0 <= loo["pareto_k_above_0.7"] <= loo["n_train"]
+    assert loo["MACE (quantile), training data"] > 0.1  # the LOO check sees the misfit
+    for fixed in (iso, sig, iso_loo):
         assert fixed["MACE (interval)"] < raw["MACE (interval)"] / 2
         assert fixed["90% coverage"] > 0.7
     assert {r["method"] for r in report["classification"]["rows"]} == {

@@ -7,6 +7,7 @@ PSIS weights; :func:`bayescal.numpyro.rao_blackwell_pit` for uniform weights; bi
 coverage bounds for the split-free recalibration.
 """
 
+import os
 import warnings
 
 import jax
@@ -235,3 +236,24 @@ def test_split_free_recalibration_reaches_nominal_coverage():
     lo, hi = reg.recalibrated_interval(scaling, 0.9, loc=m, scale=jnp.sqrt(v))
     cov_sigma = float(np.mean((yte >= np.asarray(lo)) & (yte <= np.asarray(hi))))
     assert abs(cov_sigma - 0.9) <= tol
+
+
+def test_loo_pit_shows_no_arviz_refactor_notice(tmp_path):
+    # arviz 0.23 warns (FutureWarning, once a day, stamped in the user's cache folder)
+    # on import about its own refactor; bayescal's LOO-PIT and `bayescal demo` must not
+    # pass it on to a user's first call. A fresh cache folder makes it fire.
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from bayescal.arviz import _psislw\n"
+        "_psislw(np.random.default_rng(0).normal(size=(2, 50)), 1.0)\n"
+    )
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-W", "error::FutureWarning", "-c", code],
+        capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "ArviZ is undergoing" not in out.stderr

@@ -35,6 +35,9 @@ class DrawSource:
     obs_dims: tuple[str, ...] = ()
     obs_shape: tuple[int, ...] = ()
     closers: list = field(default_factory=list)
+    var_name: str = ""
+    tree: Any = None  # the opened DataTree (NetCDF/zarr), for LOO-PIT
+    has_log_likelihood: bool = False
 
     def chunks(self, chunk_bytes: int, itemsize: int = 4) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(offset, draws[:, offset:offset + n])`` as float64 or file dtype."""
@@ -182,4 +185,7 @@ def _align(path, tree, var_name, fmt) -> DrawSource:
         obs_dims=obs_dims,
         obs_shape=tuple(ov.sizes[d] for d in obs_dims),
         closers=[tree],
+        var_name=str(var_name),
+        tree=tree,
+        has_log_likelihood="log_likelihood" in groups,
     )

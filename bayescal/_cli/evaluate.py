@@ -337,6 +337,52 @@ def _all_finite(result: dict[str, Any], dtype: np.dtype) -> None:
         )
 
 
+# -------------------------------------------------------------------------- LOO-PIT
+# LOO-PIT holds the draws and the log-likelihood in memory (float64, as ArviZ's PSIS
+# needs them): above this estimate it is skipped with a note, not attempted.
+LOO_MAX_BYTES = 4 << 30
+
+
+def _loo_report(src: DrawSource, dtype, num_levels, seed, integer) -> dict[str, Any]:
+    """PSIS-LOO PIT of the file's observations (``bayescal.arviz.loo_pit``): metrics
+    and Pareto k, or ``{"skipped": reason}``."""
+    import warnings
+
+    import jax
+
+    from bayescal import arviz as baz
+
+    need = 3 * 8 * src.num_draws * src.y.size
+    if need > LOO_MAX_BYTES:
+        return {"skipped": (
+            f"LOO-PIT not computed: it would hold about {need / 2**30:.1f} GB in memory "
+            f"(limit {LOO_MAX_BYTES >> 30} GB); call bayescal.arviz.loo_pit in Python, "
+            "or thin the draws")}
+    key = jax.random.key(seed) if integer else None
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Pareto k values exceed.*",
+                                    category=UserWarning)
+            out = baz.loo_pit(src.tree, src.var_name, key=key, flat=True)
+    except (ValueError, TypeError) as err:
+        return {"skipped": f"LOO-PIT not computed: {err}"}
+    pit = np.asarray(out.pit, dtype=np.float64)
+    k = np.asarray(out.pareto_k, dtype=np.float64)
+    if pit.shape != src.y.shape or not np.isfinite(pit).all():
+        return {"skipped": "LOO-PIT not computed: non-finite values (check the "
+                           "log_likelihood group)"}
+    metrics, curves = _curve_metrics(pit.astype(dtype), num_levels)
+    bad = int(np.sum(~(k <= baz.PARETO_K_THRESHOLD)))
+    return {
+        "metrics": metrics,
+        "pareto_k": {"max": float(np.nanmax(k)) if np.isfinite(k).any() else float("nan"),
+                     f"above {baz.PARETO_K_THRESHOLD}": bad, "n": int(k.size)},
+        "randomized": integer,
+        "_pit": pit,
+        "_curves": curves,
+    }
+
+
 # ------------------------------------------------------------------------------ run
 def run_evaluate(
     file: str,
@@ -351,6 +397,7 @@ def run_evaluate(
     plots: bool = True,
     force: bool = False,
     chunk_mb: int = 64,
+    loo: bool = True,
 ) -> dict[str, Any]:
     out_dir = pathlib.Path(out)
     check_target(out_dir, force=force)  # refuse before any work
@@ -378,6 +425,12 @@ def run_evaluate(
             result = _regression_report(task, dtype, num_levels, seed, chunk_mb << 20)
             kind = "regression"
         _all_finite(result, dtype)
+        src = task.get("draws")
+        loo_result = None
+        if (loo and kind == "regression" and isinstance(src, DrawSource)
+                and src.has_log_likelihood):
+            loo_result = _loo_report(src, dtype, num_levels, seed,
+                                     bool(task["_stats"]["integer"]))
     except InputError as err:
         raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
                          str(err)) from None
@@ -399,6 +452,20 @@ def run_evaluate(
         print(format_table(["metric", "value"], rows))
     for k, v in result["scores"].items():
         print(f"{k}: {v:.4f}")
+    if loo_result is not None and "skipped" not in loo_result:
+        pk = loo_result["pareto_k"]
+        print(f"LOO-PIT (PSIS, from the log_likelihood group; Pareto k max {pk['max']:.2f}, "
+              f"{pk['above 0.7']} of {pk['n']} above 0.7):")
+        print(format_table(header, [
+            [k, *(loo_result["metrics"][k][h] for h in header[1:])]
+            for k in ("quantile", "interval")
+        ]))
+        if pk["above 0.7"]:
+            result["notes"].append(
+                f"{pk['above 0.7']} observations have Pareto k > 0.7: their LOO-PIT values "
+                "are unreliable")
+    elif loo_result is not None:
+        result["notes"].append(loo_result["skipped"])
     for note in result["notes"]:
         print(f"note: {note}")
 
@@ -414,8 +481,12 @@ def run_evaluate(
         "notes": result["notes"],
         "plots": [],
     }
+    if loo_result is not None and "skipped" not in loo_result:
+        report["loo"] = {k: loo_result[k] for k in ("metrics", "pareto_k", "randomized")}
     with staged_output(out_dir, force=force) as tmp:
         names = _write_plots(kind, result, tmp) if plots else []
+        if plots and loo_result is not None and "skipped" not in loo_result:
+            names += _write_loo_plot(loo_result, tmp)
         report["plots"] = [str(out_dir / name) for name in names]
         with open(tmp / "report.json", "w", encoding="utf-8") as f:
             f.write(json.dumps(report, indent=2))
@@ -452,3 +523,19 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
         fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
         plt.close(fig)
     return names
+
+
+def _write_loo_plot(loo_result: dict[str, Any], folder: pathlib.Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayescal import plot
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    plot.pit_ecdf(loo_result["_pit"], ax=ax)
+    ax.set_title("LOO-PIT (PSIS)")
+    fig.savefig(folder / "loo_pit_ecdf.png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return ["loo_pit_ecdf.png"]
