@@ -73,7 +73,32 @@ def main(quick: bool = False) -> list[dict]:
     return rows
 
 
+def full() -> list[dict]:
+    """The issue's size, whole pipeline: 4000 draws x 1e5 observations, one call each
+    (``az.psislw`` alone takes minutes there; peak memory ~13 GB). Run by hand:
+    ``python benchmarks/bench_loo.py --full``."""
+    import gc
+    import time
+
+    s, n = 4000, 100_000
+    y, pp, ll = _data(s, n, seed=2)
+    idata = az.from_dict(
+        posterior_predictive={"y": pp}, log_likelihood={"y": ll}, observed_data={"y": y}
+    )
+    del pp, ll
+    gc.collect()
+    t0 = time.perf_counter()
+    ours = np.asarray(baz.loo_pit(idata, "y", flat=True).pit)
+    t_ours = time.perf_counter() - t0
+    gc.collect()
+    t0 = time.perf_counter()
+    ref = np.asarray(az.loo_pit(idata, y="y"))
+    t_az = time.perf_counter() - t0
+    np.testing.assert_allclose(ours, ref, atol=1e-5)
+    return [row(f"loo_pit incl. PSIS {s}x{n} (one call, compile incl.)", t_ours, t_az, "az.loo_pit")]
+
+
 if __name__ == "__main__":
     from _common import print_table
 
-    print_table(main(quick="--quick" in sys.argv))
+    print_table(full() if "--full" in sys.argv else main(quick="--quick" in sys.argv))
