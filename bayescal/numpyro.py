@@ -1271,7 +1271,10 @@ class RecalibratedDistribution(_dist.Distribution):
     calibrated knots of an ``IsotonicLevelCalibrator`` (where :math:`G^{-1}` is smooth),
     or on each of 128 equal panels for other recalibrators, with the first and last
     panels split geometrically towards levels 0 and 1 (where :math:`G^{-1}` of an
-    unbounded base is infinite).
+    unbounded base is infinite). Calibration PIT values of exactly 0 or 1 (a base CDF
+    rounded in float32, e.g. :math:`\Phi(z) = 1` beyond :math:`z \approx 5.4`) would
+    put :math:`F^{-1}(0)` or :math:`F^{-1}(1)` inside the distribution: ``icdf`` (and
+    so ``sample``) clamps those levels to the nearest representable ones inside (0, 1).
 
     Examples
     --------
@@ -1366,7 +1369,16 @@ class RecalibratedDistribution(_dist.Distribution):
         return self.recalibrator(self.base.cdf(value))
 
     def icdf(self, q):
-        return self.base.icdf(self.recalibrator.inverse(q))
+        r = self.recalibrator.inverse(q)
+        # PIT values of the fit may hold exact 0s and 1s where the base's CDF rounds
+        # (float32: Phi(z) == 1 beyond z ~ 5.4), so R^-1 of a level inside (0, 1) can be
+        # 0 or 1, where the base's quantile is infinite. The nearest representable
+        # levels inside (0, 1) are what those PIT values stood for.
+        dtype = jnp.result_type(r)
+        info = jnp.finfo(dtype)
+        inside = (q > 0) & (q < 1)
+        r = jnp.where(inside, jnp.clip(r, info.tiny, 1 - info.epsneg), r)
+        return self.base.icdf(r)
 
     def log_prob(self, value):
         p = self.base.cdf(value)
