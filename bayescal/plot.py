@@ -656,6 +656,9 @@ def pit_ecdf(
         if band is not None:
             vals += [np.abs(lo - p).max(), np.abs(hi - p).max()]
         lim = 1.15 * max(max(vals), 1e-3)
+        if getattr(ax, "_bayescal_pit_ecdf_lim", 0.0) > lim:
+            lim = ax._bayescal_pit_ecdf_lim  # an earlier curve on these axes needs more
+        ax._bayescal_pit_ecdf_lim = lim
         ax.set_ylim(-lim, lim)
         _legend_below(ax, ncols=2)
     else:

@@ -198,6 +198,25 @@ def test_pit_ecdf_difference_band_and_points_outside(pits, band200):
     assert len(_polys(ax)) == 0
 
 
+def test_pit_ecdf_overlays_keep_every_curve_in_view(pits):
+    # a second, better calibrated curve on the same axes must not clip the first
+    # (each call used to set the limits from its own curve; found in tutorial 4)
+    fig, ax = plt.subplots()
+    plot.pit_ecdf(pits["too narrow"], ax=ax, band=False, num_points=50)
+    first = max(abs(v) for v in ax.get_ylim())
+    plot.pit_ecdf(pits["calibrated"], ax=ax, band=False, num_points=50)
+    lo, hi = ax.get_ylim()
+    assert lo == -hi and hi == first
+    for line in ax.get_lines():
+        y = np.asarray(line.get_ydata(), float)
+        assert (np.abs(y) <= hi).all()
+    # the other order: the second call widens the limits
+    fig, ax = plt.subplots()
+    plot.pit_ecdf(pits["calibrated"], ax=ax, band=False, num_points=50)
+    plot.pit_ecdf(pits["too narrow"], ax=ax, band=False, num_points=50)
+    assert max(abs(v) for v in ax.get_ylim()) == first
+
+
 def test_pit_histogram_and_sharpness(pits):
     u = pits["too narrow"]
     ax = plot.pit_histogram(u, bins=10, level=0.9)
