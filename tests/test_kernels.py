@@ -201,15 +201,30 @@ def test_pit_draws_finite_flag_from_the_count(bad):
     assert np.isnan(np.asarray(jax.jit(pit_draws)(jnp.zeros(5), d))).all()
 
 
-def test_pit_draws_numpy_row_blocks(monkeypatch, rng):
-    # Force the streamed path for a small numpy array: same PIT as the device path.
+@pytest.mark.parametrize("where", ["host", "device"])
+def test_pit_draws_numpy_row_blocks(monkeypatch, rng, where):
+    # Force the streamed path for a small numpy array, in blocks that do not divide the
+    # rows: counted in place by numpy (CPU backend) or fed to the device block by block
+    # (accelerators); same PIT as numpy's one pass.
     monkeypatch.setattr(_pit, "_NUMPY_CHUNKED_ABOVE", 0)
     monkeypatch.setattr(_pit, "_NUMPY_CHUNK_BYTES", 8 * 4 * 50)
-    d = rng.normal(size=(37, 50)).astype(np.float32)
-    y = rng.normal(size=50).astype(np.float32)
+    monkeypatch.setattr(_pit, "_HOST_BLOCK_BYTES", 8 * 4 * 50)
+    if where == "device":
+        monkeypatch.setattr(_pit.jax, "default_backend", lambda: "gpu")
+    dtype = np.dtype(_float())
+    d = rng.normal(size=(37, 50)).astype(dtype)
+    y = rng.normal(size=50).astype(dtype)
+    d[5, :10] = y[:10]  # ties: <= and < differ there
     got = pit_draws(y, d)
     ref = (d <= y).mean(0)  # numpy reference
     np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-6)
+    # randomized: between the strict and the non-strict count
+    v = np.asarray(jax.random.uniform(jax.random.key(3), (50,), dtype=dtype))
+    ref_r = ((d < y).sum(0) + v * ((d <= y).sum(0) - (d < y).sum(0))) / 37
+    np.testing.assert_allclose(np.asarray(pit_draws(y, d, key=3)), ref_r, rtol=1e-6)
     d[20, 7] = np.nan
     with pytest.raises(ValueError, match="draws contains 1 NaN"):
+        pit_draws(y, d)
+    d[20, 7], d[36, 49] = 0.0, np.inf  # in the last, partial block
+    with pytest.raises(ValueError, match="draws contains .*infinite"):
         pit_draws(y, d)

@@ -104,8 +104,9 @@ def pit_draws(
     broadcast-compare-mean under XLA is many times slower. On accelerators one
     broadcast compare-and-reduce is faster (``jax.lax.platform_dependent`` picks).
     The finiteness check of ``draws`` comes out of the same pass. A large numpy
-    ``draws`` (over 128 MB) is not copied to the device whole: it is fed in row
-    blocks, each counted as it arrives.
+    ``draws`` (over 128 MB) is not copied to the device whole: on the CPU backend it
+    is counted in place in cache-sized blocks, on accelerators fed in row blocks,
+    each counted as it arrives.
 
     Examples
     --------
@@ -179,7 +180,37 @@ def _draws_array(draws):
     return _v.as_float_array(draws, "draws")
 
 
+# On the CPU backend the draws are already where the count runs: they are counted in
+# place by numpy in blocks of about this many bytes (cache-sized, so the comparison
+# and the finiteness flag read each block from cache), with no copy at all.
+_HOST_BLOCK_BYTES = 1 << 21
+
+
+def _count_host_blocks(y: np.ndarray, d: np.ndarray, strict: bool):
+    """``(le, lt, finite)`` of numpy draws counted in place, block by block."""
+    n = d.shape[1]
+    rows = max(1, _HOST_BLOCK_BYTES // max(1, n * d.itemsize))
+    le = np.zeros(n, np.int32)
+    lt = np.zeros(n, np.int32)
+    cmp = np.empty((min(rows, d.shape[0]), n), bool)
+    finite = True
+    for start in range(0, d.shape[0], rows):
+        block = d[start : start + rows]
+        c = cmp[: block.shape[0]]
+        np.less_equal(block, y, out=c)
+        le += np.add.reduce(c, axis=0, dtype=np.int32)
+        if strict:
+            np.less(block, y, out=c)
+            lt += np.add.reduce(c, axis=0, dtype=np.int32)
+        if finite:  # once a non-finite draw is seen, the full check explains it later
+            np.isfinite(block, out=c)
+            finite = bool(c.all())
+    return jnp.asarray(le), jnp.asarray(lt), jnp.asarray(finite)
+
+
 def _count_numpy_chunks(y, d: np.ndarray, strict: bool):
+    if jax.default_backend() == "cpu" and _v.is_concrete(y):
+        return _count_host_blocks(np.asarray(y), d, strict)
     rows = max(1, _NUMPY_CHUNK_BYTES // max(1, d.shape[1] * d.itemsize))
     rows = 1 << (rows.bit_length() - 1)  # a power of two: few distinct block shapes
     n = d.shape[1]
