@@ -29,6 +29,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "sphinx.ext.extlinks",
+    "sphinx.ext.intersphinx",
     "numpydoc",
     "matplotlib.sphinxext.plot_directive",
     "sphinx_copybutton",
@@ -136,6 +137,29 @@ def _write_api_pages() -> None:
 
 
 _write_api_pages()
+
+# --- Links to other projects' docs, offline --------------------------------------
+# intersphinx reads small inventories written here from the reviewed table of
+# docs/_ext/external_refs.py (no download: the build needs no network); see there
+# how to add an object.
+sys.path.insert(0, str(HERE / "_ext"))
+import external_refs  # noqa: E402
+
+intersphinx_mapping = external_refs.intersphinx_mapping(HERE / "_build" / "intersphinx")
+# Only roles that name an inventory or an object of the Python domain reach the other
+# projects: a plain {doc}`install` or {ref} stays local.
+intersphinx_disabled_reftypes = ["std:*"]
+# A reference to another project's object that is not in the table (a typo, a new
+# citation) would render as plain code without a link; nitpicky makes it a warning,
+# hence a failed build. Only those: unresolved references to our own names (e.g.
+# dataclass fields listed under Attributes) are not checked here.
+nitpicky = True
+nitpick_ignore_regex = [
+    (
+        r"py:.*",
+        r"(?!(?:\w+:|(?:" + "|".join(external_refs.PY_PACKAGES) + r")\.)).*",
+    )
+]
 
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "_templates", "experiments"]
