@@ -138,6 +138,18 @@ def _write_api_pages() -> None:
 
 _write_api_pages()
 
+
+def _public_classes() -> dict[str, str]:
+    """Every public class (short name) and the module whose page documents it."""
+    out = {}
+    for modname, _ in API_MODULES:
+        mod = importlib.import_module(modname)
+        for name in mod.__all__:
+            if inspect.isclass(getattr(mod, name)):
+                out[name] = canonical_module(modname, name)
+    return out
+
+
 # --- Links to other projects' docs, offline --------------------------------------
 # intersphinx reads small inventories written here from the reviewed table of
 # docs/_ext/external_refs.py (no download: the build needs no network); see there
@@ -180,7 +192,39 @@ autodoc_typehints = "none"
 autodoc_default_options = {"members": False}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-numpydoc_xref_param_type = False
+# Types in Parameters / Returns / Attributes link to their docs: only the words named
+# below (and numpydoc's defaults: int, float, bool, str, None, callable, sequence,
+# array_like, ndarray...) become links; every other word stays plain text ("all").
+numpydoc_xref_param_type = True
+numpydoc_xref_ignore = "all"
+numpydoc_xref_aliases = {
+    # our own result types and calibrators, by their short name
+    **{name: f"{home}.{name}" for name, home in _public_classes().items()},
+    "calibrator": "bayescal.core.Calibrator",
+    # JAX
+    "Array": "jax.Array",
+    "jax.Array": ":obj:`jax.Array`",
+    "key": "jax.random.key",  # "PRNG key or int seed"
+    "jax.random.PRNGKey": ":obj:`jax.random.PRNGKey`",
+    # NumPy, xarray, ArviZ, NumPyro, Matplotlib, Python
+    "numpy.ndarray": ":obj:`numpy.ndarray`",
+    "dtype": "numpy.dtype",
+    "xarray.DataArray": ":obj:`xarray.DataArray`",
+    "xarray.Dataset": ":obj:`xarray.Dataset`",
+    "xarray.DataTree": ":obj:`xarray.DataTree`",
+    "arviz.InferenceData": ":obj:`arviz.InferenceData`",
+    "numpyro.distributions.Distribution": ":obj:`numpyro.distributions.Distribution`",
+    "Axes": "matplotlib.axes.Axes",
+    "matplotlib.axes.Axes": ":obj:`matplotlib.axes.Axes`",
+    "color": ":ref:`color <matplotlib:colors_def>`",
+    "colors": ":ref:`colors <matplotlib:colors_def>`",
+    "mapping": ":term:`python:mapping`",
+    "path-like": ":term:`path-like <python:path-like object>`",
+    **{exc: f":obj:`{exc}`" for exc in ("ValueError", "TypeError", "FileNotFoundError")},
+    # "Array, scalar" is a 0-d jax.Array, not one of NumPy's scalar types (numpydoc's
+    # default link): mapped to itself, it stays plain text.
+    "scalar": "scalar",
+}
 # Every parameter documented and no undocumented one listed (PR01, PR02), parameters
 # described and typed (PR04, PR07), returns described (RT01, RT03), no unknown sections
 # (GL06, GL07), a summary line (SS01).
