@@ -4,8 +4,8 @@
 leave-one-out PIT values of the training data by PSIS-LOO (with the
 ``log_likelihood`` group), without refitting and without a held-out split.
 
-Works with ``arviz.InferenceData`` (arviz 0.x), ``xarray.DataTree`` (arviz 1.x and
-arviz-base) and a plain mapping of group names to ``xarray.Dataset`` objects, so
+Works with :class:`arviz.InferenceData` (arviz 0.x), :class:`xarray.DataTree` (arviz 1.x
+and arviz-base) and a plain mapping of group names to :class:`xarray.Dataset` objects, so
 models fitted with NumPyro, PyMC or Stan reach bayescal through ArviZ.
 
 The module imports xarray when it is imported; ``import bayescal`` alone does not.
@@ -169,8 +169,8 @@ def pit(
     key : jax.random.PRNGKey, optional
         Randomized PIT, for count or binary data.
     flat : bool, default False
-        Return a flat ``jax.Array`` (C order over the observation dims) instead of a
-        ``DataArray``.
+        Return a flat :class:`jax.Array` (C order over the observation dims) instead of
+        a :class:`~xarray.DataArray`.
     sample_dims : sequence of str, default ("chain", "draw")
         The sample dimensions of the ``posterior_predictive`` group (those present are
         pooled).
@@ -440,9 +440,10 @@ def loo_pit(
     ----------
     data : arviz.InferenceData, xarray.DataTree or dict of xarray.Dataset
         Must hold the ``posterior_predictive``, ``observed_data`` and
-        ``log_likelihood`` groups (``az.from_numpyro(mcmc, posterior_predictive=...)``
-        stores the log-likelihood by default). The ``posterior`` group, when present
-        with several chains, gives the relative efficiency ``r_eff``.
+        ``log_likelihood`` groups (:func:`arviz.from_numpyro`, as
+        ``az.from_numpyro(mcmc, posterior_predictive=...)``, stores the log-likelihood
+        by default). The ``posterior`` group, when present with several chains, gives
+        the relative efficiency ``r_eff``.
     var_name : str, optional
         The observed variable, named alike in ``posterior_predictive`` and
         ``observed_data``. Default: the only variable the two groups share. Its
@@ -455,9 +456,9 @@ def loo_pit(
     sample_dims : sequence of str, default ("chain", "draw")
         The sample dims (those present are pooled, in this order).
     r_eff : float, optional
-        Relative effective sample size passed to PSIS. Default: as ``az.loo_pit``
-        computes it, the mean "mean" ESS of the ``posterior`` variables divided by the
-        number of draws when there are several chains, else 1.
+        Relative effective sample size passed to PSIS. Default: as
+        :func:`arviz.loo_pit` computes it, the mean "mean" ESS of the ``posterior``
+        variables divided by the number of draws when there are several chains, else 1.
 
     Returns
     -------
@@ -471,15 +472,17 @@ def loo_pit(
     --------
     pit : PIT values of held-out data (no weights).
     bayescal.numpyro.loo_pit : the Rao-Blackwellized LOO-PIT from a NumPyro model.
+    arviz.loo_pit : ArviZ's own LOO-PIT (arviz 0.x).
+    arviz_stats.loo_pit : the same in arviz 1.x.
 
     Notes
     -----
     Without a key this equals ``az.loo_pit(idata, y=var_name)`` (arviz 0.x, which
     does the same with the same PSIS weights) for continuous data; for integer data
-    ``az.loo_pit`` smooths the values instead, and ``arviz_stats.loo_pit`` (arviz 1.x)
-    randomizes ties with a fixed seed. PSIS is ArviZ's own: ``az.psislw`` on arviz
-    0.x, ``arviz_stats``' ``psislw`` on arviz 1.x. The weighted counts are summed in
-    the dtype JAX computes in (float32 unless x64 is enabled).
+    ``az.loo_pit`` smooths the values instead, and :func:`arviz_stats.loo_pit` (arviz
+    1.x) randomizes ties with a fixed seed. PSIS is ArviZ's own: :func:`arviz.psislw`
+    on arviz 0.x, ``arviz_stats``' ``psislw`` on arviz 1.x. The weighted counts are
+    summed in the dtype JAX computes in (float32 unless x64 is enabled).
 
     References
     ----------

@@ -85,8 +85,9 @@ __all__ = [
 class Calibrator(Protocol):
     """What every fitted object of both branches is.
 
-    A frozen dataclass registered as a JAX pytree (arrays are leaves, options are
-    static), so it passes through ``jax.jit`` and stacks under ``jax.vmap``; callable
+    A runtime-checkable :class:`~typing.Protocol`. Each fitted object is a frozen
+    dataclass registered as a JAX pytree (arrays are leaves, options are static), so
+    it passes through :func:`jax.jit` and stacks under :func:`jax.vmap`; callable
     on new predictions; comparable with ``==`` without raising (same class, options
     and bitwise-equal arrays); saved and loaded by :func:`save_calibrator` /
     :func:`load_calibrator`.
@@ -130,8 +131,8 @@ def isotonic_regression(
 
     Notes
     -----
-    Equal to ``scipy.optimize.isotonic_regression`` (whose C++ PAV it calls on the
-    host through ``jax.pure_callback``). Works under ``jit``, ``vmap`` and ``grad``:
+    Equal to :func:`scipy.optimize.isotonic_regression` (whose C++ PAV it calls on the
+    host through :func:`jax.pure_callback`). Works under ``jit``, ``vmap`` and ``grad``:
     the derivative is the exact O(n) block-average rule.
 
     Examples

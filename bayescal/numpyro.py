@@ -2,7 +2,7 @@
 
 Two routes to PIT values of held-out observations:
 
-* :func:`pit` counts predictive draws (``numpyro.infer.Predictive`` output), like
+* :func:`pit` counts predictive draws (:class:`numpyro.infer.Predictive` output), like
   :func:`bayescal.regression.pit_draws`;
 * :func:`rao_blackwell_pit` evaluates the observed site's own distribution for every
   posterior draw and averages its CDF, :math:`u_i = \\frac1S \\sum_s F(y_i \\mid
@@ -192,7 +192,7 @@ def pit(
     y_true : array_like, shape ``[*obs_shape]`` or [N]
         Observed values, with the site's observation shape or flattened (C order).
     predictive : dict or array_like
-        The output of ``numpyro.infer.Predictive`` (a dict of draws-first arrays, from
+        The output of :class:`numpyro.infer.Predictive` (a dict of draws-first arrays, from
         which ``predictive[site]`` is taken) or the draws themselves, shape
         ``[S, *obs_shape]``.
     site : str, default "obs"
@@ -748,8 +748,8 @@ def rao_blackwell_pit(
         the number of draws. Default: about :math:`2^{17} / N` draws per step (one
         draw at a time from N = 131072 on).
     matmul_precision : str or None, default "highest"
-        The model is evaluated under ``jax.default_matmul_precision(matmul_precision)``,
-        so that its matrix products (``X @ w``) mean the same on every backend: the
+        The model is evaluated under :obj:`jax.default_matmul_precision` at this
+        value, so that its matrix products (``X @ w``) mean the same on every backend: the
         default float32 matmul on recent NVIDIA GPUs is TF32 (10-bit mantissa), which
         moved PIT values by up to 1.7e-4. ``None`` leaves JAX's setting alone.
 
@@ -761,10 +761,11 @@ def rao_blackwell_pit(
     Notes
     -----
     Each draw's distribution is found by tracing ``model`` with
-    ``numpyro.handlers.substitute`` (the draw), ``condition`` (``y_true``) and
+    :class:`~numpyro.handlers.substitute` (the draw), ``condition`` (``y_true``) and
     ``trace``, vmapped over the draws of a chunk inside one jitted ``lax.scan`` that
-    accumulates sums over chunks (the machinery of ``numpyro.infer.log_likelihood``).
-    The model must therefore be traceable by ``jax.jit``.
+    accumulates sums over chunks (the machinery of
+    :func:`numpyro.infer.log_likelihood`). The model must therefore be traceable by
+    :func:`jax.jit`.
 
     Examples
     --------
@@ -1054,7 +1055,7 @@ def loo_pit(
     :math:`i`, from the site's own CDF: no sampling noise from predictive draws (no
     peer has it). With ``rao_blackwell=False`` the counting form
     :math:`u_i = \sum_s w_{is} \mathbb 1[x_{si} \le y_i]` from ``predictive`` draws
-    :math:`x_{si}` (what ``az.loo_pit`` computes). For discrete sites with a ``key``,
+    :math:`x_{si}` (what :func:`arviz.loo_pit` computes). For discrete sites with a ``key``,
     both give the randomized PIT (as :func:`rao_blackwell_pit`).
 
     LOO-PIT values check calibration with no held-out split, and a recalibrator fitted
@@ -1066,7 +1067,8 @@ def loo_pit(
     model : callable
         The NumPyro model.
     posterior_samples : dict of str to array_like
-        Draws of the latent sites fitted on the data ``y_true`` (``mcmc.get_samples()``).
+        Draws of the latent sites fitted on the data ``y_true``
+        (:meth:`MCMC.get_samples() <numpyro.infer.mcmc.MCMC.get_samples>`).
     y_true : array_like, shape ``[*site_shape]`` or [N]
         The *training* observations the posterior was fitted on.
     *args, **kwargs
@@ -1086,26 +1088,29 @@ def loo_pit(
         ``[S, *site_shape]`` array, one per posterior draw, in the same order.
     r_eff : float, default 1.0
         Relative effective sample size passed to PSIS (ESS / number of draws; 1 for
-        independent draws; see ``az.loo``).
+        independent draws; see :func:`arviz.loo`).
     chunk_size, matmul_precision
         As in :func:`rao_blackwell_pit`.
 
     Returns
     -------
     LooPit
-        NamedTuple ``(pit, pareto_k)``: PIT values (``jax.Array`` shaped like
-        ``y_true``) and the Pareto k of each observation (``numpy`` float64, same
-        shape). A ``UserWarning`` says how many k exceed 0.7 (unreliable estimates).
+        :class:`~typing.NamedTuple` ``(pit, pareto_k)``: PIT values
+        (:class:`jax.Array` shaped like ``y_true``) and the Pareto k of each
+        observation (``numpy`` float64, same shape). A :class:`UserWarning` says how
+        many k exceed 0.7 (unreliable estimates).
 
     See Also
     --------
     rao_blackwell_pit : the same without weights, for held-out data.
     bayescal.arviz.loo_pit : the counting form from ArviZ data.
+    arviz.loo_pit : ArviZ's own LOO-PIT (the counting form, arviz 0.x).
 
     Notes
     -----
-    The pointwise log-likelihood is NumPyro's own ``numpyro.infer.log_likelihood``
-    (jitted); PSIS is ArviZ's (``az.psislw`` on arviz 0.x, ``arviz_stats`` on 1.x).
+    The pointwise log-likelihood is NumPyro's own :func:`numpyro.infer.log_likelihood`
+    (jitted); PSIS is ArviZ's (:func:`arviz.psislw` on arviz 0.x, ``arviz_stats`` on
+    1.x).
     The weighted sums run through the chunked kernel of :func:`rao_blackwell_pit`.
 
     References
@@ -1243,7 +1248,7 @@ class RecalibratedDistribution(_dist.Distribution):
         \log g(y) = \log f(y) + \log R'(F(y)).
 
     A NumPyro ``Distribution``: use it as a site distribution (in a plate, under
-    ``numpyro.infer.Predictive``, inside ``jax.jit``), or evaluate it directly.
+    :class:`numpyro.infer.Predictive`, inside :func:`jax.jit`), or evaluate it directly.
     Sampling is by inversion, :math:`G^{-1}(U)`; ``mean`` and ``variance`` are
     computed by Gauss-Legendre quadrature over levels, :math:`\int_0^1 G^{-1}(q)\,dq`.
 
@@ -1258,7 +1263,7 @@ class RecalibratedDistribution(_dist.Distribution):
         An :class:`~bayescal.regression.IsotonicLevelCalibrator` is piecewise linear:
         :math:`R'` is the slope of the segment of its knots containing :math:`F(y)`
         (zero-width segments of repeated knots are skipped). Any other callable is
-        differentiated by ``jax.jvp`` and must then be differentiable.
+        differentiated by :func:`jax.jvp` and must then be differentiable.
     validate_args : bool, optional
         NumPyro's argument validation flag.
 

@@ -2,8 +2,8 @@
 
 Matplotlib is imported when a function is first called, not when this module is
 imported. Every function takes ``ax=None`` (a new figure is created) or an existing
-``matplotlib.axes.Axes``, draws on it and returns it. The functions draw what they are
-given (``CalibrationCurve`` objects, PIT values, scales); the statistics come from
+:class:`matplotlib.axes.Axes`, draws on it and returns it. The functions draw what they
+are given (``CalibrationCurve`` objects, PIT values, scales); the statistics come from
 :mod:`bayescal.regression`, :mod:`bayescal.classification` and :mod:`bayescal.core`.
 """
 
@@ -794,7 +794,7 @@ def sharpness(
         Predictive standard deviations (> 0).
     ax : matplotlib Axes, optional
     bins : int, sequence or str, default "auto"
-        Passed to ``numpy.histogram``.
+        Passed to :func:`numpy.histogram`.
     label : str, optional
     color : color, optional
 
