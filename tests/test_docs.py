@@ -93,3 +93,105 @@ def test_maths_is_served_locally():
     page = (html / "conventions.html").read_text(encoding="utf-8")
     assert "cdn.jsdelivr.net" not in page and "_static/mathjax/tex-chtml.js" in page
     assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def _external_refs():
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import external_refs  # the reviewed table behind the offline intersphinx
+    finally:
+        sys.path.pop(0)
+    return external_refs
+
+
+def test_external_inventories_load():
+    # Each table reads back through Sphinx's own inventory loader, entry for entry,
+    # every object at an https page of its project's site, anchored.
+    import io
+    import posixpath
+
+    from sphinx.util.inventory import InventoryFile
+
+    refs = _external_refs()
+    for key, project in refs.PROJECTS.items():
+        assert project.base_url.startswith("https://") and project.base_url.endswith("/")
+        data = io.BytesIO(refs.inventory_bytes(key, project))
+        inv = InventoryFile.load(data, project.base_url, posixpath.join)
+        assert sum(len(v) for v in inv.values()) == len(project.objects), key
+        for kind, name, uri in project.objects:
+            item = inv[kind][name]
+            # a (project, version, uri, display name) tuple before Sphinx 8.2
+            item_uri = item.uri if hasattr(item, "uri") else item[2]
+            assert item_uri == project.base_url + uri, (key, name)
+            page, _, anchor = uri.partition("#")
+            assert page.endswith(".html") and (anchor or kind == "std:doc"), (key, name)
+            if kind.startswith("py:") and kind != "py:module":
+                # autodoc anchors an object at its full dotted name
+                assert anchor.split(".")[-1] == name.split(".")[-1], (key, name)
+
+
+# (page, a link it must hold): one or two per external project, from numpydoc type
+# fields (xref_param_type), explicit roles in docstrings and roles in the pages.
+EXTERNAL_LINKS = [
+    (
+        "api/generated/bayescal.numpyro.loo_pit.html",
+        "https://num.pyro.ai/en/stable/utilities.html#numpyro.infer.util.log_likelihood",
+    ),
+    (
+        "api/generated/bayescal.numpyro.loo_pit.html",
+        "https://python.arviz.org/en/v0.23.4/api/generated/arviz.psislw.html#arviz.psislw",
+    ),
+    (
+        "api/generated/bayescal.numpyro.loo_pit.html",
+        "https://docs.python.org/3/library/typing.html#typing.NamedTuple",
+    ),
+    (
+        "api/generated/bayescal.regression.pit_normal.html",
+        "https://numpy.org/doc/stable/glossary.html#term-array_like",
+    ),
+    (
+        "api/generated/bayescal.regression.pit_normal.html",
+        "https://docs.jax.dev/en/latest/_autosummary/jax.Array.html#jax.Array",
+    ),
+    (
+        "api/generated/bayescal.arviz.pit.html",
+        "https://docs.xarray.dev/en/stable/generated/xarray.DataTree.html#xarray.DataTree",
+    ),
+    (
+        "api/generated/bayescal.arviz.pit.html",
+        "https://python.arviz.org/en/v0.23.4/api/generated/arviz.InferenceData.html"
+        "#arviz.InferenceData",
+    ),
+    (
+        "api/generated/bayescal.plot.pit_ecdf.html",
+        "https://matplotlib.org/stable/api/_as_gen/matplotlib.axes.Axes.html"
+        "#matplotlib.axes.Axes",
+    ),
+    (
+        "api/generated/bayescal.core.isotonic_regression.html",
+        "https://docs.scipy.org/doc/scipy/reference/generated/"
+        "scipy.optimize.isotonic_regression.html#scipy.optimize.isotonic_regression",
+    ),
+    ("api/modules/bayescal.numpyro.html", "https://num.pyro.ai/en/stable/"),
+    ("gpu.html", "https://docs.jax.dev/en/latest/installation.html"),
+    ("install.html", "https://num.pyro.ai/en/stable/index.html"),
+    ("arviz-cli.html", "https://python.arviz.org/en/v0.23.4/"),
+]
+
+
+@pytest.mark.parametrize(("page", "url"), EXTERNAL_LINKS)
+def test_external_references_link_to_the_projects_docs(page, url):
+    text = (_built() / page).read_text(encoding="utf-8")
+    assert re.search(rf'<a class="reference external" href="{re.escape(url)}', text), (
+        f"{page}: no link to {url}"
+    )
+
+
+def test_param_types_link_to_our_own_types():
+    # numpydoc_xref_aliases: the short name of a public class in a type field links
+    # to its page; plain words of a type stay text.
+    text = (_built() / "api/generated/bayescal.plot.pit_ecdf.html").read_text(
+        encoding="utf-8"
+    )
+    assert 'href="bayescal.core.Band.html#bayescal.core.Band"' in text
+    assert "PRNG <a" in text  # "PRNG key": only "key" is a link (to jax.random.key)
