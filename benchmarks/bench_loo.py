@@ -85,6 +85,8 @@ def full() -> list[dict]:
     idata = az.from_dict(
         posterior_predictive={"y": pp}, log_likelihood={"y": ll}, observed_data={"y": y}
     )
+    # az.loo_pit needs a posterior group (one chain: r_eff = 1 in both)
+    idata.add_groups(posterior=idata.posterior_predictive.isel(y_dim_0=[0]).rename({"y": "mu"}))
     del pp, ll
     gc.collect()
     t0 = time.perf_counter()
