@@ -15,8 +15,8 @@ PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python
 VENV312 := .venv312
 # Third tier: the declared minimum versions of pyproject.toml, pinned.
 VENVMIN := .venvmin
-MIN_PINS := jax==0.4.35 jaxlib==0.4.35 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
-	arviz==0.22.0 matplotlib==3.8.4
+MIN_PINS := jax==0.4.38 jaxlib==0.4.38 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
+	arviz==0.22.0 matplotlib==3.8.4 pandas==2.2.2 xarray==2024.10.0
 
 FAST := -m "not slow and not docs"
 
