@@ -220,7 +220,6 @@ PEAK_RSS = textwrap.dedent(
         code = 0
     else:
         from bayescal.cli import main
-from tests import _arviz_compat as azc
         code = main(["evaluate", sys.argv[1], "--out", sys.argv[2], "--no-plots",
                      "--chunk-mb", sys.argv[3]])
     print(code, hwm_mb())
