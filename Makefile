@@ -40,7 +40,8 @@ FAST := -m "not slow and not docs"
 # RecalibratedDistribution's moments and density against numerical quadrature) and the
 # other doctests. They call the same jax/numpy/scipy functions the contract matrix
 # calls, and `make test` runs them on every change, in float32 and x64. About half of
-# the fast suite's time, so each tier takes ~3-4 minutes of tests on 2 cores.
+# the fast suite's time: each tier measured ~1 minute of install and 2-3 minutes of
+# tests on a shared 2-core machine (the whole fast suite: 6-7 minutes of tests).
 TIER_SKIP := classification_metrics classification_calibrators classification_core \
 	classification_errors classification_properties classification_uncertainty \
 	regression_metrics regression_recalibration regression_pit regression_scores \
