@@ -8,17 +8,48 @@ PY     := $(BIN)/python
 # pytest's worker count; 2 suits the 2-core CI machines.
 JOBS   ?= 2
 
-# Second tier: Python 3.12 with the newest jax, numpyro and arviz 1.x (xarray.DataTree).
+# Second tier (test-py312): Python 3.12 with the newest jax (>= 0.11), numpyro and
+# arviz 1.x (arviz_base / arviz_stats, data as xarray.DataTree, no InferenceData).
 # python3.12 on PATH if it runs, else the newest pyenv 3.12.
 PYTHON312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do \
 	"$$p" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' 2>/dev/null && { echo "$$p"; break; }; done)
 VENV312 := .venv312
-# Third tier: the declared minimum versions of pyproject.toml, pinned.
+# Third tier (test-min): the declared minimum versions of pyproject.toml's runtime
+# dependencies, pinned (Python 3.11, arviz 0.x with InferenceData). Raise a minimum here
+# and in pyproject.toml together.
 VENVMIN := .venvmin
-MIN_PINS := jax==0.4.35 jaxlib==0.4.35 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
-	arviz==0.22.0 matplotlib==3.8.4
+MIN_PINS := jax==0.4.38 jaxlib==0.4.38 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.1 \
+	arviz==0.22.0 matplotlib==3.8.4 pandas==2.2.2 xarray==2024.10.0
 
 FAST := -m "not slow and not docs"
+
+# What the two version tiers run: the fast tests at the boundaries with the
+# dependencies, where a version changes what bayescal does:
+# - the adapters and I/O: ArviZ (test_arviz, test_loo), NumPyro (test_numpyro,
+#   test_recalibrated_distribution), the command line on CSV (pandas) and NetCDF
+#   (xarray, h5netcdf; test_cli*), calibrator files, bundled data, matplotlib plots, and
+#   the doctests of bayescal.arviz and bayescal.numpyro;
+# - JAX itself: the contract matrix (every public function eager, under jit and vmap,
+#   gradients, the scipy host callbacks), the fits under jit/vmap, the binning kernels
+#   (scatter/compare variants, compensated sums behind lax.optimization_barrier),
+#   the accumulators, sharding and multi-host, core;
+# - the fuzz harness (the only test of pandas Series / xarray DataArray inputs).
+# Left out: the tests of the metrics', calibrators' and bands' mathematics against
+# fixed references (test_classification_*, test_regression_*, test_smooth_ece,
+# test_resampling, test_conditional, test_conformal, test_pit_quantiles_tails, and
+# RecalibratedDistribution's moments and density against numerical quadrature) and the
+# other doctests. They call the same jax/numpy/scipy functions the contract matrix
+# calls, and `make test` runs them on every change, in float32 and x64. About half of
+# the fast suite's time: each tier measured ~1 minute of install and 2-3 minutes of
+# tests on a shared 2-core machine (the whole fast suite: 6-7 minutes of tests).
+TIER_SKIP := classification_metrics classification_calibrators classification_core \
+	classification_errors classification_properties classification_uncertainty \
+	regression_metrics regression_recalibration regression_pit regression_scores \
+	smooth_ece resampling conditional conformal pit_quantiles_tails
+TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
+	$(foreach t,$(TIER_SKIP),--ignore=tests/test_$(t).py) \
+	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
+		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
 .PHONY: fuzz test test-fast test-x64 test-slow test-py312 test-min ci demo bench lint docs clean
 
@@ -84,12 +115,12 @@ test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -n $(JOBS) -q -m slow
 
 test-py312: $(VENV312)/.installed
-	$(VENV312)/bin/python -c 'import jax, numpyro, arviz; print("tier py3.12: jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__)'
-	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(FAST)
+	$(VENV312)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier py3.12: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
+	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(FAST) $(TIER_TESTS)
 
 test-min: $(VENVMIN)/.installed
-	$(VENVMIN)/bin/python -c 'import jax, numpyro, arviz; print("tier minimum: jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__)'
-	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(FAST) tests
+	$(VENVMIN)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier minimum: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
+	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(FAST) $(TIER_TESTS)
 
 # Everything CI runs.
 ci: test test-slow test-py312 test-min

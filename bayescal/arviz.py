@@ -273,16 +273,40 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     log importance ratios ``-log_likelihood`` (``az.psislw``); arviz 1.x
     (``arviz_stats``) takes the log-likelihood itself and negates it inside. Both
     return log weights normalized over the draws.
+
+    A row whose right tail of ratios is flat (e.g. a log-likelihood constant over the
+    draws) has no Pareto tail to fit: arviz 0.x keeps its raw weights and gives it
+    k = inf; ``arviz_stats`` raises ``ValueError("All tail values are the same")`` for
+    the whole array. On arviz 1.x such rows get what arviz 0.x gives them.
     """
     ll = np.asarray(log_likelihood, dtype=np.float64)
     if _arviz_major() < 1:
         az = _import_arviz()
         log_weights, k = az.psislw(-ll, reff=r_eff)
-    else:  # pragma: no cover - arviz 1.x is not installed in the test environment
-        from arviz_stats.base import array_stats
+        return np.asarray(log_weights), np.asarray(k)
+    from arviz_stats.base import array_stats  # arviz 1.x (make test-py312)
 
+    try:
         log_weights, k = array_stats.psislw(ll, r_eff=r_eff, axis=-1)
-    return np.asarray(log_weights), np.asarray(k)
+        return np.asarray(log_weights), np.asarray(k)
+    except ValueError as err:
+        if "tail" not in str(err):
+            raise
+    rows = ll.reshape(-1, ll.shape[-1])
+    log_weights = np.empty_like(rows)
+    k = np.empty(rows.shape[0])
+    for i, row in enumerate(rows):
+        try:
+            lw_i, k_i = array_stats.psislw(row, r_eff=r_eff, axis=-1)
+        except ValueError as err:
+            if "tail" not in str(err):
+                raise
+            log_ratios = -row
+            m = log_ratios.max()
+            lw_i = log_ratios - (m + np.log(np.sum(np.exp(log_ratios - m))))
+            k_i = np.inf
+        log_weights[i], k[i] = lw_i, k_i
+    return log_weights.reshape(ll.shape), k.reshape(ll.shape[:-1])
 
 
 def _relative_ess(posterior: _xr.Dataset | None, num_samples: int) -> float:
@@ -294,7 +318,7 @@ def _relative_ess(posterior: _xr.Dataset | None, num_samples: int) -> float:
         return 1.0
     if _arviz_major() < 1:
         ess = _import_arviz().ess(posterior, method="mean")
-    else:  # pragma: no cover - arviz 1.x is not installed in the test environment
+    else:  # arviz 1.x (make test-py312)
         import arviz_stats  # noqa: F401 - registers the .azstats accessor
 
         ess = posterior.azstats.ess(method="mean")

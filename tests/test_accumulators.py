@@ -21,6 +21,19 @@ def _chunks(x, cuts):
     return np.split(x, cuts)
 
 
+def assert_same_counts_over_n(got, ref, n):
+    """``got`` and ``ref`` are ``count / n`` with identical integer counts.
+
+    The counts are exact; the float division may differ by 1 ulp between the two paths:
+    the one-shot kernel divides by the constant ``n`` inside ``jit``, which XLA CPU of
+    jax 0.4 (the ``make test-min`` tier) turns into a multiplication by ``1 / n``, while
+    ``finalize`` divides by the traced total.
+    """
+    got, ref = np.asarray(got), np.asarray(ref)
+    np.testing.assert_array_equal(np.rint(got * n), np.rint(ref * n))
+    np.testing.assert_array_max_ulp(got, ref, maxulp=1)
+
+
 @settings(max_examples=10)
 @given(st.lists(st.integers(1, 499), max_size=4), st.sampled_from(["quantile", "interval"]))
 def test_calibration_accumulator_equals_one_shot(cuts, kind):
@@ -30,11 +43,12 @@ def test_calibration_accumulator_equals_one_shot(cuts, kind):
     for chunk in _chunks(u, cuts):
         state = acc.update(state, chunk)
     got, ref = acc.finalize(state), calibration_curve(u, num_levels=20, kind=kind)
-    # Exact counts: observed = count / n in both, bit for bit.
-    np.testing.assert_array_equal(np.asarray(got.observed), np.asarray(ref.observed))
+    assert_same_counts_over_n(got.observed, ref.observed, u.size)
     np.testing.assert_array_equal(np.asarray(got.expected), np.asarray(ref.expected))
+    # atol: the 1-ulp differences of the curve values (~6e-8 near 1) carry over
     np.testing.assert_allclose(
-        float(curve_error(got)), float(calibration_error(u, num_levels=20, kind=kind)), rtol=1e-6
+        float(curve_error(got)), float(calibration_error(u, num_levels=20, kind=kind)),
+        rtol=1e-6, atol=1e-7,
     )
 
 
@@ -121,7 +135,7 @@ def test_accumulator_in_scan(rng):
     acc = calibration_accumulator(num_levels=9)
     state, _ = jax.lax.scan(lambda s, c: (acc.update(s, c), None), acc.init(), jnp.asarray(u))
     ref = calibration_curve(u.ravel(), num_levels=9)
-    np.testing.assert_array_equal(np.asarray(acc.finalize(state).observed), np.asarray(ref.observed))
+    assert_same_counts_over_n(acc.finalize(state).observed, ref.observed, u.size)
 
 
 def test_bucketing_compiles_few_times(rng):

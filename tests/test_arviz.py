@@ -3,10 +3,10 @@
 References: :func:`bayescal.regression.pit_draws` on the chain/draw-stacked numpy arrays
 (itself checked against ``(draws <= y).mean(0)``), and :func:`bayescal.numpyro.pit` on
 the same NumPyro ``Predictive`` output for the ``az.from_numpyro`` round trip
-(arviz 0.23.4, xarray 2026.9).
+(arviz 0.22 and 0.23 with ``InferenceData``; arviz 1.3 with ``xarray.DataTree``, in
+``make test-py312``). The data is built through ``tests/_arviz_compat.py``, so every
+test runs on both arviz majors.
 """
-
-import warnings
 
 import jax
 import numpy as np
@@ -15,10 +15,7 @@ import xarray as xr
 
 from bayescal import arviz as baz
 from bayescal import regression as reg
-
-with warnings.catch_warnings():  # arviz 0.x announces its 1.0 refactor on import
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
+from tests import _arviz_compat as azc
 
 SCHOOLS = ["a", "b", "c"]
 YEARS = [2000, 2001, 2002, 2003]
@@ -30,27 +27,28 @@ def school_data():
     rng = np.random.default_rng(0)
     pp = rng.normal(size=(2, 50, 3, 4))
     obs = rng.normal(size=(3, 4))
-    idata = az.from_dict(
-        posterior_predictive={"y": pp, "z": pp + 1.0},
-        observed_data={"y": obs, "w": obs},
+    idata = azc.from_dict(
+        {
+            "posterior_predictive": {"y": pp, "z": pp + 1.0},
+            "observed_data": {"y": obs, "w": obs},
+        },
         dims={"y": ["school", "year"], "z": ["school", "year"], "w": ["school", "year"]},
         coords={"school": SCHOOLS, "year": YEARS},
     )
     return idata, pp, obs
 
 
-def test_inference_data_and_datatree_agree_with_pit_draws(school_data):
+def test_every_container_agrees_with_pit_draws(school_data):
+    # InferenceData (arviz 0.x only), its DataTree and a dict of Datasets
     idata, pp, obs = school_data
-    tree = idata.to_datatree()
-    assert isinstance(tree, xr.DataTree)
-    u_idata = baz.pit(idata, "y")
-    u_tree = baz.pit(tree, "y")
+    forms = azc.containers(idata)
+    assert any(isinstance(f, xr.DataTree) for f in forms)
+    assert len(forms) == (2 if azc.AZ1 else 3)
     ref = reg.pit_draws(obs.ravel(), pp.reshape(100, 12)).reshape(3, 4)
-    np.testing.assert_array_equal(u_idata.values, np.asarray(ref))
-    np.testing.assert_array_equal(u_tree.values, u_idata.values)
-    np.testing.assert_allclose(
-        u_idata.values, (pp.reshape(100, 3, 4) <= obs).mean(0), rtol=1e-6
-    )
+    for form in forms:
+        u = baz.pit(form, "y")
+        np.testing.assert_array_equal(u.values, np.asarray(ref))
+        np.testing.assert_allclose(u.values, (pp.reshape(100, 3, 4) <= obs).mean(0), rtol=1e-6)
 
 
 def test_dims_and_coords_preserved(school_data):
@@ -92,7 +90,7 @@ def test_randomized_pit_for_counts_matches_pit_draws():
     rng = np.random.default_rng(2)
     pp = rng.poisson(3.0, size=(2, 200, 500))
     obs = rng.poisson(3.0, size=500)
-    idata = az.from_dict(posterior_predictive={"y": pp}, observed_data={"y": obs})
+    idata = azc.from_dict({"posterior_predictive": {"y": pp}, "observed_data": {"y": obs}})
     key = jax.random.key(3)
     u = baz.pit(idata, key=key, flat=True)
     ref = reg.pit_draws(obs.astype(float), pp.reshape(400, 500).astype(float), key=key)
@@ -111,13 +109,12 @@ def test_from_numpyro_round_trip():
     X_train, y_train, _, _ = diabetes()
     mcmc = diabetes_mcmc()
     predictive = Predictive(linear_model, mcmc.get_samples())(jax.random.key(1), X_train)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = az.from_numpyro(mcmc, posterior_predictive=predictive, log_likelihood=False)
+    idata = azc.from_numpyro(mcmc, posterior_predictive=predictive, log_likelihood=False)
     u = baz.pit(idata, "obs")
     assert u.dims == ("data",)  # from_numpyro names the dim after the plate
     np.testing.assert_allclose(u.values, bn.pit(y_train, predictive), rtol=1e-6)
-    np.testing.assert_array_equal(baz.pit(idata.to_datatree(), "obs").values, u.values)
+    for form in azc.containers(idata):
+        np.testing.assert_array_equal(baz.pit(form, "obs").values, u.values)
 
 
 # --- bad input ---------------------------------------------------------------------------
@@ -125,12 +122,12 @@ def test_from_numpyro_round_trip():
 
 def test_missing_group_lists_groups(school_data):
     idata, _, _ = school_data
-    no_obs = az.InferenceData(posterior_predictive=idata.posterior_predictive)
+    no_obs = azc.from_datasets(posterior_predictive=azc.group(idata, "posterior_predictive"))
     with pytest.raises(
         ValueError, match=r"no 'observed_data' group.*\['posterior_predictive'\]"
     ):
         baz.pit(no_obs, "y")
-    tree = xr.DataTree.from_dict({"observed_data": idata.observed_data})
+    tree = xr.DataTree.from_dict({"observed_data": azc.group(idata, "observed_data")})
     with pytest.raises(
         ValueError, match=r"no 'posterior_predictive' group.*\['observed_data'\]"
     ):
@@ -147,14 +144,16 @@ def test_variable_choice_errors_list_what_is_there(school_data):
         ValueError, match=r"'z' is not in the 'observed_data'.*\['y', 'w'\]"
     ):
         baz.pit(idata, "z")
-    two = az.from_dict(
-        posterior_predictive={"y": np.zeros((1, 5, 2)), "v": np.zeros((1, 5, 2))},
-        observed_data={"y": np.zeros(2), "v": np.zeros(2)},
+    two = azc.from_dict(
+        {
+            "posterior_predictive": {"y": np.zeros((1, 5, 2)), "v": np.zeros((1, 5, 2))},
+            "observed_data": {"y": np.zeros(2), "v": np.zeros(2)},
+        }
     )
     with pytest.raises(ValueError, match=r"several variables.*\['y', 'v'\].*var_name"):
         baz.pit(two)
-    none = az.from_dict(
-        posterior_predictive={"a": np.zeros((1, 5, 2))}, observed_data={"b": np.zeros(2)}
+    none = azc.from_dict(
+        {"posterior_predictive": {"a": np.zeros((1, 5, 2))}, "observed_data": {"b": np.zeros(2)}}
     )
     with pytest.raises(
         ValueError, match=r"no variable is in both groups.*\['a'\].*\['b'\]"

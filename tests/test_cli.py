@@ -124,23 +124,24 @@ def test_evaluate_classification_and_draws_csv(tmp_path):
 
 
 def test_evaluate_arviz_netcdf(tmp_path):
-    import arviz as az
+    # InferenceData.to_netcdf on arviz 0.x, DataTree.to_netcdf on arviz 1.x
+    from tests import _arviz_compat as azc
 
     rng = np.random.default_rng(2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = az.from_dict(
-            posterior_predictive={"y": rng.normal(size=(2, 100, 40))},
-            observed_data={"y": rng.normal(size=40)},
-        )
-        idata.to_netcdf(str(tmp_path / "fit.nc"))
+    idata = azc.from_dict(
+        {
+            "posterior_predictive": {"y": rng.normal(size=(2, 100, 40))},
+            "observed_data": {"y": rng.normal(size=40)},
+        }
+    )
+    idata.to_netcdf(str(tmp_path / "fit.nc"))
     out = run(
         "evaluate", str(tmp_path / "fit.nc"), "--out", str(tmp_path / "n"), "--no-plots"
     )
     assert out.returncode == 0, out.stderr
     report = json.loads((tmp_path / "n" / "report.json").read_text())
-    draws = idata.posterior_predictive["y"].values.reshape(200, 40)
-    y = idata.observed_data["y"].values
+    draws = azc.group(idata, "posterior_predictive")["y"].values.reshape(200, 40)
+    y = azc.group(idata, "observed_data")["y"].values
     u = reg.pit_draws(y.astype(np.float32), draws.astype(np.float32))
     np.testing.assert_allclose(
         report["metrics"]["quantile"]["MACE"], float(reg.calibration_error(u)), rtol=1e-5
@@ -180,7 +181,7 @@ def test_evaluate_bad_csv_one_line_exit_2_no_report(tmp_path, case):
 
 
 def test_evaluate_bad_files(tmp_path):
-    import arviz as az
+    from tests import _arviz_compat as azc
 
     cases = {}
     cases["missing"] = (tmp_path / "nope.csv", "no such file")
@@ -190,10 +191,9 @@ def test_evaluate_bad_files(tmp_path):
     binary = tmp_path / "binary.csv"
     binary.write_bytes(bytes(range(256)) * 4)
     cases["binary csv"] = (binary, "not a UTF-8 text CSV file")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        idata = az.from_dict(posterior={"mu": np.zeros((1, 10))})
-        idata.to_netcdf(str(tmp_path / "posterior_only.nc"))
+    azc.from_dict({"posterior": {"mu": np.zeros((1, 10))}}).to_netcdf(
+        str(tmp_path / "posterior_only.nc")
+    )
     cases["wrong groups"] = (
         tmp_path / "posterior_only.nc",
         "missing group\\(s\\) posterior_predictive, observed_data; the file has: posterior",

@@ -3,16 +3,16 @@ alignment of draws and observations by dimension names (issue 9, item 8).
 
 References: ``bayescal.regression.pit_draws`` / ``calibration_error`` on the arrays
 aligned by hand with xarray (``transpose`` by names), and the one-shot path (one
-chunk) for the streamed path (many chunks): the PIT counts must be identical.
+chunk) for the streamed path (many chunks): the PIT counts must be identical. The files
+are written as the installed ArviZ writes them (``InferenceData.to_netcdf`` on arviz 0.x,
+``DataTree.to_netcdf`` on arviz 1.x: ``tests/_arviz_compat.py``).
 """
 
 import json
 import subprocess
 import sys
 import textwrap
-import warnings
 
-import arviz as az
 import jax
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ import xarray as xr
 from bayescal import regression as reg
 from bayescal._cli.evaluate import draw_statistics, load_task, pit_from_counts
 from bayescal.cli import main
+from tests import _arviz_compat as azc
 
 X64 = bool(jax.config.read("jax_enable_x64"))
 DTYPE = np.dtype(np.float64 if X64 else np.float32)
@@ -28,10 +29,7 @@ DTYPE = np.dtype(np.float64 if X64 else np.float32)
 
 def to_netcdf(path, pp, obs):
     """Write an ArviZ NetCDF file from two xarray Datasets."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        az.InferenceData(posterior_predictive=pp, observed_data=obs).to_netcdf(str(path))
-    return path
+    return azc.to_netcdf(path, posterior_predictive=pp, observed_data=obs)
 
 
 def evaluate(capsys, *args):
@@ -199,7 +197,7 @@ def test_zarr_is_optional(tmp_path, capsys):
         return
     pp = xr.Dataset({"y": (("chain", "draw", "i"), rng.normal(size=(1, 30, 12)) + y)})
     obs = xr.Dataset({"y": (("i",), y)})
-    az.InferenceData(posterior_predictive=pp, observed_data=obs).to_zarr(str(store))
+    azc.to_zarr(store, posterior_predictive=pp, observed_data=obs)
     code, _, err = evaluate(capsys, store, "--out", tmp_path / "o", "--no-plots")
     assert code == 0, err
 

@@ -1,14 +1,14 @@
 """LOO-PIT (PSIS-LOO) from ArviZ data and from NumPyro models; split-free recalibration.
 
-References: ``az.loo_pit`` and ``az.psislw`` (arviz 0.23) on ArviZ's bundled
-``centered_eight`` example (Rubin 1981; PyMC fit shipped with ArviZ); a direct float64
-numpy computation ``sum_s w_is scipy.stats.norm.cdf(y_i, mu_s, sigma_s)`` from the same
-PSIS weights; :func:`bayescal.numpyro.rao_blackwell_pit` for uniform weights; binomial
+References: ArviZ's own LOO-PIT and PSIS on ArviZ's bundled ``centered_eight`` example
+(Rubin 1981; PyMC fit shipped with ArviZ): ``az.loo_pit`` and ``az.psislw`` on arviz 0.x,
+``arviz_stats.loo_pit`` and ``.azstats.psislw`` on arviz 1.x (``tests/_arviz_compat.py``);
+a direct float64 numpy computation ``sum_s w_is scipy.stats.norm.cdf(y_i, mu_s, sigma_s)``
+from the same PSIS weights; :func:`bayescal.numpyro.rao_blackwell_pit` for uniform weights; binomial
 coverage bounds for the split-free recalibration.
 """
 
 import os
-import warnings
 
 import jax
 import jax.numpy as jnp
@@ -22,11 +22,8 @@ from numpyro.infer import Predictive
 from bayescal import arviz as baz
 from bayescal import numpyro as bn
 from bayescal import regression as reg
+from tests import _arviz_compat as azc
 from tests.conftest import X64
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
 
 ATOL = 1e-9 if X64 else 2e-6
 
@@ -57,12 +54,12 @@ def fitted():
 
 
 def hand_rb_loo(post, x, y):
-    """float64 numpy: PSIS weights from az.psislw, then sum_s w_is Phi(y_i | theta_s)."""
+    """float64 numpy: ArviZ's PSIS weights, then sum_s w_is Phi(y_i | theta_s)."""
     a, b, s = (np.asarray(post[k], np.float64) for k in "abs")
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     mu = a[:, None] + b[:, None] * x
     ll = scipy.stats.norm.logpdf(y, mu, s[:, None])
-    lw, k = az.psislw(-ll.T, reff=1.0)
+    lw, k = azc.psislw(ll.T, r_eff=1.0)
     return (np.exp(lw) * scipy.stats.norm.cdf(y, mu, s[:, None]).T).sum(1), k
 
 
@@ -70,17 +67,19 @@ def hand_rb_loo(post, x, y):
 
 
 def test_arviz_loo_pit_equals_az_loo_pit_on_centered_eight():
-    data = az.load_arviz_data("centered_eight")  # bundled with arviz, no download
-    ref = az.loo_pit(data, y="obs")
+    data = azc.az.load_arviz_data("centered_eight")  # bundled with arviz, no download
+    ref = azc.loo_pit(data, "obs")  # az.loo_pit (0.x) / arviz_stats.loo_pit (1.x)
     out = baz.loo_pit(data)
     np.testing.assert_allclose(out.pit.values, ref, atol=1e-6)
     assert out.pit.dims == ("school",)
     # Pareto k: az.loo's pointwise k from the same PSIS
-    k_ref = az.loo(data, pointwise=True).pareto_k.values
+    k_ref = azc.loo_pareto_k(data, "obs")
     np.testing.assert_allclose(out.pareto_k.values, k_ref, rtol=1e-12)
-    # DataTree (arviz 1.x container) gives the same, flat too
-    tree = baz.loo_pit(data.to_datatree(), "obs", flat=True)
-    np.testing.assert_allclose(np.asarray(tree.pit), ref, atol=1e-6)
+    # every container (DataTree, dict of Datasets; InferenceData on 0.x) gives the
+    # same, flat too
+    for form in azc.containers(data):
+        flat = baz.loo_pit(form, "obs", flat=True)
+        np.testing.assert_allclose(np.asarray(flat.pit), ref, atol=1e-6)
     # it differs from the in-sample PIT (the point of LOO)
     assert np.abs(baz.pit(data).values - ref).max() > 0.02
 
@@ -90,15 +89,20 @@ def test_arviz_loo_pit_randomized_between_lt_and_le():
     pp = rng.poisson(3.0, size=(2, 100, 20)).astype(float)
     y = rng.poisson(3.0, size=20).astype(float)
     ll = scipy.stats.poisson.logpmf(y, 3.0 + 0.1 * rng.normal(size=(2, 100, 1)))
-    data = az.from_dict(
-        posterior={"lam": rng.normal(size=(2, 100))},
-        posterior_predictive={"y": pp},
-        log_likelihood={"y": ll},
-        observed_data={"y": y},
+    data = azc.from_dict(
+        {
+            "posterior": {"lam": rng.normal(size=(2, 100))},
+            "posterior_predictive": {"y": pp},
+            "log_likelihood": {"y": ll},
+            "observed_data": {"y": y},
+        }
     )
     upper = np.asarray(baz.loo_pit(data, flat=True).pit)
     u = np.asarray(baz.loo_pit(data, key=0, flat=True).pit)
-    lw, _ = az.psislw(-ll.reshape(200, 20).T, reff=baz._relative_ess(data.posterior, 200))
+    r_eff = azc.relative_ess(data)  # ArviZ's default r_eff, as az.loo computes it
+    assert r_eff != 1.0
+    np.testing.assert_allclose(baz._relative_ess(azc.group(data, "posterior"), 200), r_eff)
+    lw, _ = azc.psislw(ll.reshape(200, 20).T, r_eff=r_eff)
     w = np.exp(lw)
     lower = (w * (pp.reshape(200, 20).T < y[:, None])).sum(1)
     np.testing.assert_allclose(upper, (w * (pp.reshape(200, 20).T <= y[:, None])).sum(1), atol=ATOL * 10)
@@ -110,18 +114,48 @@ def test_arviz_loo_pit_warns_on_large_pareto_k():
     rng = np.random.default_rng(2)
     ll = np.zeros((1, 200, 2))
     ll[0, :, 1] = 30 * rng.standard_cauchy(200)  # heavy-tailed ratios: large k
-    data = az.from_dict(
-        posterior_predictive={"y": rng.normal(size=(1, 200, 2))},
-        log_likelihood={"y": ll},
-        observed_data={"y": np.zeros(2)},
+    data = azc.from_dict(
+        {
+            "posterior_predictive": {"y": rng.normal(size=(1, 200, 2))},
+            "log_likelihood": {"y": ll},
+            "observed_data": {"y": np.zeros(2)},
+        }
     )
     with pytest.warns(UserWarning, match=r"of 2 Pareto k values exceed 0.7"):
         baz.loo_pit(data)
 
 
+def test_arviz_loo_pit_flat_log_likelihood_gives_raw_weights_and_infinite_k():
+    # A log-likelihood constant over the draws: no Pareto tail to fit. arviz 0.x's
+    # psislw keeps the raw (here uniform) weights and gives k = inf; arviz_stats raises
+    # "All tail values are the same" for the whole array, and bayescal gives such rows
+    # the 0.x result on arviz 1.x too, the other rows their usual PSIS.
+    rng = np.random.default_rng(3)
+    pp = rng.normal(size=(1, 300, 3))
+    ll = np.zeros((1, 300, 3))
+    ll[0, :, 1] = -0.5 * (0.3 - rng.normal(0.0, 0.2, size=300)) ** 2
+    data = azc.from_dict(
+        {
+            "posterior_predictive": {"y": pp},
+            "log_likelihood": {"y": ll},
+            "observed_data": {"y": np.array([-0.5, 0.3, 1.0])},
+        }
+    )
+    with pytest.warns(UserWarning, match=r"2 of 3 Pareto k values exceed 0.7"):
+        out = baz.loo_pit(data, flat=True)
+    np.testing.assert_array_equal(out.pareto_k[[0, 2]], [np.inf, np.inf])
+    plain = np.asarray(baz.pit(data, flat=True))
+    np.testing.assert_allclose(np.asarray(out.pit)[[0, 2]], plain[[0, 2]], atol=ATOL)
+    lw, k = azc.psislw(ll[0, :, 1:2].T)  # the varying row alone: ArviZ's own PSIS
+    assert np.isfinite(k[0]) and k[0] < 0.7 and out.pareto_k[1] == k[0]
+    np.testing.assert_allclose(
+        out.pit[1], (np.exp(lw[0]) * (pp[0, :, 1] <= 0.3)).sum(), atol=ATOL
+    )
+
+
 def test_arviz_loo_pit_bad_input():
-    data = az.load_arviz_data("centered_eight")
-    no_ll = {"posterior_predictive": data.posterior_predictive, "observed_data": data.observed_data}
+    data = azc.az.load_arviz_data("centered_eight")
+    no_ll = {g: azc.group(data, g) for g in ("posterior_predictive", "observed_data")}
     with pytest.raises(ValueError, match="no 'log_likelihood' group"):
         baz.loo_pit(no_ll)
     with pytest.raises(ValueError, match="r_eff must be a positive"):
@@ -151,7 +185,7 @@ def test_numpyro_loo_pit_counting_agrees_with_rao_blackwell(fitted):
         np.asarray(y), np.asarray(post["a"])[:, None] + np.asarray(post["b"])[:, None] * np.asarray(x),
         np.asarray(post["s"])[:, None],
     )
-    lw, _ = az.psislw(-ll.T)
+    lw, _ = azc.psislw(ll.T)
     sd = np.sqrt(0.25 * (np.exp(lw) ** 2).sum(1))
     assert np.all(np.abs(np.asarray(cnt.pit) - np.asarray(rb.pit)) <= 4 * sd + 1e-6)
     np.testing.assert_array_equal(cnt.pareto_k, rb.pareto_k)

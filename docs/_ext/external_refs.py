@@ -288,6 +288,7 @@ PROJECTS: dict[str, Project] = {
                 "xarray.DataTree",
                 page="generated/{}.html",
             ),
+            ("std:doc", "index", "index.html"),
         ),
     ),
     "matplotlib": Project(
