@@ -266,6 +266,10 @@ def _arviz_major() -> int:
     return int(str(_import_arviz().__version__).split(".")[0])
 
 
+# Rows of the log-likelihood passed to ArviZ's PSIS at a time (elements; 32 MB float64).
+_PSIS_BLOCK_ELEMENTS = 1 << 22
+
+
 def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     """ArviZ's PSIS: normalized log weights ``[..., S]`` and Pareto k ``[...]``.
 
@@ -279,11 +283,21 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     k = inf; ``arviz_stats`` raises ``ValueError("All tail values are the same")`` for
     the whole array. On arviz 1.x such rows get what arviz 0.x gives them.
     """
-    ll = np.asarray(log_likelihood, dtype=np.float64)
     if _arviz_major() < 1:
+        # In blocks of rows: az.psislw deep-copies its whole input and loops over the
+        # rows in Python anyway, so blocks cost nothing and bound the float64 copies.
         az = _import_arviz()
-        log_weights, k = az.psislw(-ll, reff=r_eff)
-        return np.asarray(log_weights), np.asarray(k)
+        ll = np.asarray(log_likelihood)
+        rows = ll.reshape(-1, ll.shape[-1])
+        log_weights = np.empty(rows.shape, np.float64)
+        k = np.empty(rows.shape[0], np.float64)
+        step = max(1, _PSIS_BLOCK_ELEMENTS // max(1, rows.shape[1]))
+        for a in range(0, rows.shape[0], step):
+            ratios = np.negative(rows[a : a + step], dtype=np.float64)
+            lw_block, k_block = az.psislw(ratios, reff=r_eff)
+            log_weights[a : a + step], k[a : a + step] = lw_block, k_block
+        return log_weights.reshape(ll.shape), k.reshape(ll.shape[:-1])
+    ll = np.asarray(log_likelihood, dtype=np.float64)
     from arviz_stats.base import array_stats  # arviz 1.x (make test-py312)
 
     try:
@@ -576,8 +590,9 @@ def loo_pit(
     n = y.size
 
     def flat_draws(da: _xr.DataArray) -> np.ndarray:
-        stacked = da.stack({_SAMPLE: present}).transpose(*obs.dims, _SAMPLE)
-        return np.asarray(stacked.values).reshape(n, -1)
+        # observation dims first, then the sample dims in the order of `present`,
+        # flattened in C order (one copy; `stack` made a second)
+        return np.asarray(da.transpose(*obs.dims, *present).values).reshape(n, -1)
 
     draws, log_lik = flat_draws(pp), flat_draws(ll)
     _finite_values(y, f"{_OBS}[{name!r}]")

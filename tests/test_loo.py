@@ -291,3 +291,16 @@ def test_loo_pit_shows_no_arviz_refactor_notice(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "ArviZ is undergoing" not in out.stderr
+
+
+def test_psis_in_row_blocks_equals_one_call(monkeypatch):
+    # ArviZ's PSIS is called on blocks of rows (bounded float64 copies); blocks that do
+    # not divide the rows give exactly the weights and k of one call on all rows
+    rng = np.random.default_rng(5)
+    ll = rng.normal(size=(2, 5, 300)).astype(np.float32)  # [..., S]
+    whole_lw, whole_k = baz._psislw(ll, 1.0)
+    monkeypatch.setattr(baz, "_PSIS_BLOCK_ELEMENTS", 3 * 300)
+    lw, k = baz._psislw(ll, 1.0)
+    assert lw.shape == ll.shape and k.shape == ll.shape[:-1]
+    np.testing.assert_array_equal(lw, whole_lw)
+    np.testing.assert_array_equal(k, whole_k)
