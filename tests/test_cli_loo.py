@@ -18,6 +18,7 @@ from bayescal import arviz as baz
 from bayescal import regression as reg
 from bayescal._cli import evaluate as ev
 from bayescal.cli import main
+from tests import _arviz_compat as compat
 
 X64 = bool(jax.config.read("jax_enable_x64"))
 DTYPE = np.dtype(np.float64 if X64 else np.float32)
@@ -43,6 +44,14 @@ def _tree(seed=0, n=40, s=200, integer=False, ll_draws=None):
     })
 
 
+def _write(tree, path):
+    """As ArviZ writes files (InferenceData.to_netcdf on 0.x, DataTree on 1.x); a bare
+    DataTree.to_netcdf picks scipy's NetCDF3 writer, which has no groups, on some
+    xarray versions."""
+    compat.to_netcdf(path, **{name: tree[name].to_dataset() for name in tree.children})
+    return path
+
+
 def _run(capsys, path, *args):
     code = main(["evaluate", str(path), *map(str, args)])
     captured = capsys.readouterr()
@@ -53,7 +62,7 @@ def _run(capsys, path, *args):
 def test_loo_metrics_equal_the_library_on_the_same_data(tmp_path, capsys, integer):
     tree = _tree(integer=integer)
     path = tmp_path / "m.nc"
-    tree.to_netcdf(path)
+    _write(tree, path)
     code, out, err = _run(capsys, path, "--out", tmp_path / "o", "--seed", 3)
     assert code == 0, err
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -84,14 +93,14 @@ def test_loo_metrics_equal_the_library_on_the_same_data(tmp_path, capsys, intege
 def test_no_loo_option_and_files_without_log_likelihood(tmp_path, capsys):
     tree = _tree()
     path = tmp_path / "m.nc"
-    tree.to_netcdf(path)
+    _write(tree, path)
     code, out, _ = _run(capsys, path, "--out", tmp_path / "a", "--no-loo", "--no-plots")
     assert code == 0 and "LOO-PIT" not in out
     assert "loo" not in json.loads((tmp_path / "a" / "report.json").read_text())
     plain = xr.DataTree.from_dict(
         {g: tree[g].to_dataset() for g in ("posterior_predictive", "observed_data")}
     )
-    plain.to_netcdf(tmp_path / "p.nc")
+    _write(plain, tmp_path / "p.nc")
     code, out, _ = _run(capsys, tmp_path / "p.nc", "--out", tmp_path / "b", "--no-plots")
     assert code == 0 and "LOO-PIT" not in out
     assert "loo" not in json.loads((tmp_path / "b" / "report.json").read_text())
@@ -101,7 +110,7 @@ def test_unusable_log_likelihood_is_a_note_not_a_failure(tmp_path, capsys):
     # the log-likelihood holds fewer draws than the predictive: LOO-PIT cannot be
     # computed, the ordinary report still is, and the note says why
     path = tmp_path / "bad.nc"
-    _tree(ll_draws=1).to_netcdf(path)
+    _write(_tree(ll_draws=1), path)
     code, out, err = _run(capsys, path, "--out", tmp_path / "o", "--no-plots")
     assert code == 0, err
     report = json.loads((tmp_path / "o" / "report.json").read_text())
@@ -113,7 +122,7 @@ def test_unusable_log_likelihood_is_a_note_not_a_failure(tmp_path, capsys):
 
 def test_loo_is_skipped_above_the_memory_limit(tmp_path, capsys, monkeypatch):
     path = tmp_path / "m.nc"
-    _tree().to_netcdf(path)
+    _write(_tree(), path)
     monkeypatch.setattr(ev, "LOO_MAX_BYTES", 1000)
     code, out, _ = _run(capsys, path, "--out", tmp_path / "o", "--no-plots")
     assert code == 0
