@@ -431,6 +431,9 @@ def run_evaluate(
                 and src.has_log_likelihood):
             loo_result = _loo_report(src, dtype, num_levels, seed,
                                      bool(task["_stats"]["integer"]))
+            if "skipped" in loo_result:
+                result["notes"].append(loo_result["skipped"])
+                loo_result = None
     except InputError as err:
         raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
                          str(err)) from None
@@ -452,7 +455,7 @@ def run_evaluate(
         print(format_table(["metric", "value"], rows))
     for k, v in result["scores"].items():
         print(f"{k}: {v:.4f}")
-    if loo_result is not None and "skipped" not in loo_result:
+    if loo_result is not None:
         pk = loo_result["pareto_k"]
         print(f"LOO-PIT (PSIS, from the log_likelihood group; Pareto k max {pk['max']:.2f}, "
               f"{pk['above 0.7']} of {pk['n']} above 0.7):")
@@ -464,8 +467,6 @@ def run_evaluate(
             result["notes"].append(
                 f"{pk['above 0.7']} observations have Pareto k > 0.7: their LOO-PIT values "
                 "are unreliable")
-    elif loo_result is not None:
-        result["notes"].append(loo_result["skipped"])
     for note in result["notes"]:
         print(f"note: {note}")
 
@@ -481,12 +482,13 @@ def run_evaluate(
         "notes": result["notes"],
         "plots": [],
     }
-    if loo_result is not None and "skipped" not in loo_result:
+    if loo_result is not None:
         report["loo"] = {k: loo_result[k] for k in ("metrics", "pareto_k", "randomized")}
     with staged_output(out_dir, force=force) as tmp:
         names = _write_plots(kind, result, tmp) if plots else []
-        if plots and loo_result is not None and "skipped" not in loo_result:
-            names += _write_loo_plot(loo_result, tmp)
+        if plots and loo_result is not None:
+            names.append(_save_pit_ecdf(loo_result["_pit"], tmp, "loo_pit_ecdf.png",
+                                        "LOO-PIT (PSIS)"))
         report["plots"] = [str(out_dir / name) for name in names]
         with open(tmp / "report.json", "w", encoding="utf-8") as f:
             f.write(json.dumps(report, indent=2))
@@ -511,11 +513,7 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
             names.append(f"calibration_{curve_kind}.png")
             fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
             plt.close(fig)
-        fig, ax = plt.subplots(figsize=(6, 4))
-        plot.pit_ecdf(result["_pit"], ax=ax)
-        names.append("pit_ecdf.png")
-        fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        names.append(_save_pit_ecdf(result["_pit"], folder, "pit_ecdf.png"))
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
         plot.reliability_diagram(result["_curve"], ax=ax, edges=result["_edges"])
@@ -525,17 +523,17 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
     return names
 
 
-def _write_loo_plot(loo_result: dict[str, Any], folder: pathlib.Path) -> list[str]:
-    import matplotlib
 
-    matplotlib.use("Agg")
+def _save_pit_ecdf(pit, folder: pathlib.Path, name: str, title: str | None = None) -> str:
+    """A PIT ECDF figure saved as ``folder / name``; returns ``name``."""
     import matplotlib.pyplot as plt
 
     from bayescal import plot
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    plot.pit_ecdf(loo_result["_pit"], ax=ax)
-    ax.set_title("LOO-PIT (PSIS)")
-    fig.savefig(folder / "loo_pit_ecdf.png", dpi=110, bbox_inches="tight")
+    plot.pit_ecdf(pit, ax=ax)
+    if title:
+        ax.set_title(title)
+    fig.savefig(folder / name, dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return ["loo_pit_ecdf.png"]
+    return name
