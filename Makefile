@@ -22,8 +22,11 @@ MIN_PINS := jax==0.4.38 jaxlib==0.4.38 numpyro==0.15.0 numpy==2.0.2 scipy==1.13.
 	arviz==0.22.0 matplotlib==3.8.4 pandas==2.2.2 xarray==2024.10.0
 
 FAST := -m "not slow and not docs"
+# The tiers run their files' slow tests too (the NumPyro/ArviZ round trips through MCMC
+# and SVI are slow tests).
+TIER := -m "not docs"
 
-# What the two version tiers run: the fast tests at the boundaries with the
+# What the two version tiers run: the tests (slow ones included) at the boundaries with the
 # dependencies, where a version changes what bayescal does:
 # - the adapters and I/O: ArviZ (test_arviz, test_loo), NumPyro (test_numpyro,
 #   test_recalibrated_distribution), the command line on CSV (pandas) and NetCDF
@@ -39,9 +42,7 @@ FAST := -m "not slow and not docs"
 # test_resampling, test_conditional, test_conformal, test_pit_quantiles_tails, and
 # RecalibratedDistribution's moments and density against numerical quadrature) and the
 # other doctests. They call the same jax/numpy/scipy functions the contract matrix
-# calls, and `make test` runs them on every change, in float32 and x64. About half of
-# the fast suite's time: each tier measured ~1 minute of install and 2-3 minutes of
-# tests on a shared 2-core machine (the whole fast suite: 6-7 minutes of tests).
+# calls, and `make test` runs them on every change (CI in x64 too).
 TIER_SKIP := classification_metrics classification_calibrators classification_core \
 	classification_errors classification_properties classification_uncertainty \
 	regression_metrics regression_recalibration regression_pit regression_scores \
@@ -51,7 +52,8 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
-.PHONY: fuzz test test-fast test-x64 test-slow test-py312 test-min ci demo bench lint docs clean
+.PHONY: fuzz test test-fast test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
+	lint docs clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -91,24 +93,35 @@ $(VENVMIN)/.installed: pyproject.toml Makefile
 	$(VENVMIN)/bin/python -m pip install --quiet -c $(VENVMIN)/constraints.txt -e '.[test]'
 	touch $@
 
-# The everyday suite (target: under 6 minutes on 2 cores): tests and doctests in
-# float32 (JAX's default) without the slow statistical tests, the same tests with
-# JAX_ENABLE_X64=1, then the docs (built with -W, the notebooks executed, and
-# tests/test_docs.py run on the HTML).
-test: test-fast test-x64 docs
+# The everyday suite (target: under 6 minutes on 2 cores, from a fresh clone): the
+# tests and doctests in float32 (JAX's default) without the slow statistical and
+# end-to-end tests, the tests whose results hang on the float width again under
+# JAX_ENABLE_X64=1 (X64_CORE), then the docs (built with -W, the notebooks executed, and
+# tests/test_docs.py run on the HTML). CI (.ci/run) also runs test-x64, test-slow and
+# the two version tiers.
+test: test-fast test-x64-core docs
 
 test-fast: $(VENV)/.test-installed
 	$(PY) -m pytest -n $(JOBS) -q $(FAST)
 
-# Under x64 the tests whose results depend on the float width: everything but the
-# plumbing that is the same in both modes (the command line's options and files, the
-# plots, the bundled datasets, save/load, the ArviZ adapter's data handling, the
-# sharded and multi-host runs); the float32 run covers those.
+# Under x64, everything but the plumbing that is the same in both modes (the command
+# line's options and files, the plots, the bundled datasets, save/load, the ArviZ
+# adapter's data handling, the sharded and multi-host runs); the float32 run covers
+# those. Split in two: X64_CORE, the numerics where float32 and float64 take different
+# paths or tolerances (binning kernels and compensated sums, PIT tails, PIT from draws
+# and quantiles, proper scores, binned means), run by `make test`; and the rest,
+# `make test-x64`, run by CI. Both together: `make test-x64-core test-x64`.
 X64_IGNORE := $(addprefix --ignore=tests/,test_cli.py test_plot.py test_datasets.py \
 	test_calibrator_io.py test_arviz.py test_sharding.py test_multihost.py)
+X64_CORE := $(addprefix tests/,test_kernels.py test_pit_quantiles_tails.py \
+	test_regression_pit.py test_regression_scores.py test_classification_core.py)
+
+test-x64-core: $(VENV)/.test-installed
+	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) $(X64_CORE)
 
 test-x64: $(VENV)/.test-installed
-	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) $(X64_IGNORE) tests
+	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) $(X64_IGNORE) \
+		$(addprefix --ignore=,$(X64_CORE)) tests
 
 # The long statistical and end-to-end tests (CI runs them too: .ci/run).
 test-slow: $(VENV)/.test-installed
@@ -116,14 +129,14 @@ test-slow: $(VENV)/.test-installed
 
 test-py312: $(VENV312)/.installed
 	$(VENV312)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier py3.12: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
-	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(FAST) $(TIER_TESTS)
+	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
 test-min: $(VENVMIN)/.installed
 	$(VENVMIN)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier minimum: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
-	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(FAST) $(TIER_TESTS)
+	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
 # Everything CI runs.
-ci: test test-slow test-py312 test-min
+ci: test test-x64 test-slow test-py312 test-min
 
 # The fuzz harness with thousands of examples per public function (tests/test_fuzz.py;
 # `make test` runs a few per function).

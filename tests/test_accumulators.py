@@ -138,15 +138,54 @@ def test_accumulator_in_scan(rng):
     assert_same_counts_over_n(acc.finalize(state).observed, ref.observed, u.size)
 
 
-def test_bucketing_compiles_few_times(rng):
-    # 200 chunk lengths 1000..1199 fall in two power-of-two buckets (1024, 2048).
-    acc = calibration_accumulator(num_levels=10)
-    state = acc.init()
-    update = acc.update
+# Every XLA compilation in this process, while `_COMPILES` is a list (jax.monitoring has
+# no public unregister in the oldest supported jax, so the listener stays and idles).
+_COMPILES = None
+
+
+def _on_event_duration(event, duration, **kwargs):
+    if _COMPILES is not None and event.endswith("backend_compile_duration"):
+        _COMPILES.append(duration)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
+
+
+def _compilations_during(run):
+    global _COMPILES
+    _COMPILES = []
+    try:
+        run()
+        return len(_COMPILES)
+    finally:
+        _COMPILES = None
+
+
+@pytest.mark.parametrize("source", ["numpy", "jax"])
+def test_bucketing_compiles_few_times(rng, source):
+    # 200 chunk lengths 1000..1199 fall in two power-of-two buckets (1024, 2048): the
+    # kernel compiles twice, and nothing else compiles per length (host inputs are
+    # padded on the host). Warm up on one length of each bucket first; then no length
+    # may compile anything.
     u = rng.uniform(size=1200).astype(_float())
-    for n in range(1000, 1200):
-        state = update(state, u[:n])
-    inner = update.__closure__  # the jitted kernel lives in the closure
-    jitted = [c.cell_contents for c in inner if hasattr(c.cell_contents, "_cache_size")]
+    y = (rng.uniform(size=1200) < u).astype(_float())
+    to_array = jax.device_put if source == "jax" else np.asarray  # no program per length
+    chunks = {n: (to_array(y[:n]), to_array(u[:n])) for n in range(1000, 1200)}
+    curve = calibration_accumulator(num_levels=10)
+    rel = reliability_accumulator(bins=10)
+    states = {"curve": curve.init(), "rel": rel.init()}
+
+    def feed(lengths):
+        for n in lengths:
+            yn, un = chunks[n]
+            states["curve"] = curve.update(states["curve"], un)
+            states["rel"] = rel.update(states["rel"], yn, un)
+
+    feed([1000, 1100])
+    assert _compilations_during(lambda: feed(range(1001, 1200))) == 0
+    jitted = [c.cell_contents for c in curve.update.__closure__
+              if hasattr(c.cell_contents, "_cache_size")]
     assert jitted and jitted[0]._cache_size() <= 2
-    assert int(state.total) == sum(range(1000, 1200))
+    seen = sum(range(1000, 1200)) + 1100  # 1100 was fed twice
+    assert int(states["curve"].total) == seen
+    assert int(np.asarray(states["rel"].count).sum()) == seen

@@ -99,6 +99,7 @@ def test_randomized_pit_for_counts_matches_pit_draws():
     assert np.all(np.asarray(u) <= np.asarray(plain) + 1e-6)
 
 
+@pytest.mark.slow
 def test_from_numpyro_round_trip():
     # the diabetes NUTS fit shared with tests/test_numpyro.py
     from numpyro.infer import Predictive

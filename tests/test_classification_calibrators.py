@@ -90,6 +90,7 @@ def test_platt_matches_sklearn_sigmoid_calibration(rng):
     )
 
 
+@pytest.mark.slow
 def test_platt_keeps_calibrated_probabilities_nearly_unchanged(rng):
     p = rng.uniform(0.02, 0.98, size=4000).astype(DTYPE)
     y = (rng.uniform(size=4000) < p).astype(DTYPE)
@@ -188,6 +189,7 @@ def test_temperature_matches_scalar_minimisation(rng):
 
 
 # --- held-out improvement on an overconfident classifier (fixed seed) ---
+@pytest.mark.slow
 def test_calibrators_improve_heldout_ece():
     y_cal, p_cal, z_cal = _overconfident(0, 5000)
     y_test, p_test, z_test = _overconfident(1, 5000)
@@ -210,6 +212,7 @@ def test_calibrators_improve_heldout_ece():
     assert abs(float(platt.a) + 1 / 3) < 0.05  # logit(p) = 3 z, so A ~ -1/3
 
 
+@pytest.mark.slow
 def test_one_vs_rest_renormalises_and_improves(rng):
     def data(seed, n):
         r = np.random.default_rng(seed)

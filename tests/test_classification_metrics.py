@@ -173,6 +173,7 @@ def test_debiased_l2_matches_formula_by_hand():
     assert float(got2) < float(expected_calibration_error(y2, p2, bins=3, norm="l2"))
 
 
+@pytest.mark.slow
 def test_debiased_estimators_have_smaller_bias_on_calibrated_data():
     # 200 calibrated data sets of n = 500 (fixed seed): p ~ U(0, 1), y ~ Bernoulli(p),
     # 10 uniform bins. Within a bin E[ybar_k | p] = pbar_k, so the binned calibration

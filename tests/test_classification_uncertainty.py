@@ -49,6 +49,7 @@ def test_corp_curve_equals_sklearn_isotonic_and_band_brackets_calibration(calibr
     assert np.mean((lower <= x + 1e-6) & (x <= upper + 1e-6)) > 0.9
 
 
+@pytest.mark.slow
 def test_bootstrap_reliability_curve_brackets_observed(calibrated):
     y, p = calibrated
     for method in ("plain", "bayesian"):

@@ -96,6 +96,7 @@ def test_evaluate_regression_csv_matches_library(tmp_path, regression_csv):
         assert os.path.getsize(p) > 5000
 
 
+@pytest.mark.slow
 def test_evaluate_classification_and_draws_csv(tmp_path):
     rng = np.random.default_rng(1)
     p = rng.beta(2, 2, 200)

@@ -214,6 +214,7 @@ def test_adversarial_full_group_equals_uncertainty_toolbox_mace():
     np.testing.assert_allclose(np.asarray(r.group_size), [0.0, 0.5, 1.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("norm", "cali_type", "replace"), [("l1", "mean_abs", False), ("l2", "root_mean_sq", True)])
 def test_adversarial_inside_uncertainty_toolbox_monte_carlo_spread(norm, cali_type, replace):
     # Both are Monte Carlo means over num_trials independent trials of the worst error;

@@ -274,7 +274,10 @@ def test_one_vs_rest_with_an_absent_class_raises_and_gives_nan_under_jit():
 
 # ------------------------------------------------------------------ properties
 @given(
-    st.lists(st.integers(0, 12), min_size=2, max_size=40),
+    # a few lengths (each new length is one more compilation, eager and jitted)
+    st.sampled_from([2, 3, 11, 40]).flatmap(
+        lambda n: st.lists(st.integers(0, 12), min_size=n, max_size=n)
+    ),
     st.lists(st.booleans(), min_size=40, max_size=40),
 )
 def test_isotonic_fit_is_monotone_and_jit_equals_eager(scores, labels):

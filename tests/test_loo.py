@@ -225,6 +225,7 @@ def test_numpyro_loo_pit_bad_input(fitted):
 # --- split-free recalibration ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_split_free_recalibration_reaches_nominal_coverage():
     """Normal model with a too-small fixed noise sd (0.5; the truth is 1.0).
 

@@ -150,6 +150,7 @@ def test_rao_blackwell_pit_other_likelihoods_equal_scipy_mixture(family):
     np.testing.assert_allclose(u, ref, atol=5 * ATOL)
 
 
+@pytest.mark.slow
 def test_rao_blackwell_pit_svi_guide_equals_hand_mixture_cdf(diabetes):
     X_train, y_train, X_test, y_test = diabetes
     guide = AutoNormal(linear_model)
@@ -240,6 +241,7 @@ def poisson_data():
     return jnp.asarray(x), jnp.asarray(y), samples
 
 
+@pytest.mark.slow
 def test_randomized_rao_blackwell_pit_uniform_for_correct_poisson_model(poisson_data):
     x, y, samples = poisson_data
     u = np.asarray(
@@ -273,6 +275,7 @@ def test_randomized_rao_blackwell_pit_equals_hand_formula():
     assert np.all(np.asarray(u) >= lo - 1e-5) and np.all(np.asarray(u) <= hi + 1e-5)
 
 
+@pytest.mark.slow
 def test_pit_from_predictive_poisson_randomized_uniform(poisson_data):
     x, y, _ = poisson_data
     samples = {"a": jnp.full((400,), 0.5), "b": jnp.full((400,), 0.8)}  # the truth

@@ -62,8 +62,9 @@ def test_ties_and_tails_against_the_documented_rule(tails):
 
 @st.composite
 def cases(draw):
-    num_levels = draw(st.integers(2, 6))
-    n = draw(st.integers(1, 8))
+    # a few shapes (each new shape is one more compilation), random values
+    num_levels = draw(st.sampled_from([2, 3, 6]))
+    n = draw(st.sampled_from([1, 8]))
     # levels on a grid of 1/64: distinct in float32 and float64
     levels = np.sort(
         draw(st.lists(st.integers(0, 64), min_size=num_levels, max_size=num_levels, unique=True))

@@ -51,6 +51,7 @@ def test_pit_on_held_out_equals_recalibrated_pit(recal):
     np.testing.assert_allclose(u, ref, atol=TOL)
 
 
+@pytest.mark.slow
 def test_samples_pass_ks_against_own_cdf(recal):
     d = bn.RecalibratedDistribution(dist.Normal(1.0, 2.0), recal)
     x = np.asarray(d.sample(jax.random.key(0), (4000,)))
@@ -61,6 +62,7 @@ def test_samples_pass_ks_against_own_cdf(recal):
     assert scipy.stats.kstest(x, scipy.stats.norm(1.0, 2.0).cdf).pvalue < 1e-6
 
 
+@pytest.mark.slow
 def test_log_prob_integrates_to_one_and_is_the_cdf_derivative(recal):
     base = dist.Normal(0.5, 1.5)
     d = bn.RecalibratedDistribution(base, recal)
@@ -86,6 +88,7 @@ def test_log_prob_integrates_to_one_and_is_the_cdf_derivative(recal):
     )
 
 
+@pytest.mark.slow
 def test_mean_and_variance_equal_quad_of_density(recal):
     d = bn.RecalibratedDistribution(dist.Normal(jnp.array([0.0, 1.0]), jnp.array([1.0, 2.0])), recal)
     for i, (m, s) in enumerate([(0.0, 1.0), (1.0, 2.0)]):

@@ -121,6 +121,7 @@ def test_exact_area_matches_fine_grid(rng):
         assert abs(fine - exact) < 1e-3
 
 
+@pytest.mark.slow
 def test_calibrated_data_gives_near_zero_error():
     # Under perfect calibration sqrt(n) * max_p |G_n(p) - p| follows Kolmogorov's
     # distribution; its 99.9% quantile is 1.95, and MACE, RMSCE and the area are all

@@ -177,6 +177,7 @@ def test_sigma_scaling_quantiles_vs_scipy(family):
     np.testing.assert_allclose(q, ref, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_sigma_scaling_fixes_underdispersed_model():
     rng = np.random.default_rng(7)
     n = 5000

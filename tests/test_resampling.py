@@ -357,6 +357,7 @@ def _true_mace(delta=0.3, num_levels=100):
     return np.mean(np.abs(scipy.stats.norm.cdf(scipy.stats.norm.ppf(p) - delta) - p))
 
 
+@pytest.mark.slow
 def test_true_mace_from_a_very_large_sample():
     # the 'true value' of the coverage tests: the closed form agrees with 4e6 draws
     big = reg.calibration_error(_shifted_pit(jax.random.key(13), 4_000_000))

@@ -40,7 +40,13 @@ def _data(seed: int, n: int, power: float):
 
 # (seed, n, power): calibrated (power 1) and miscalibrated data, small and large n;
 # n = 20000 calibrated gives a bandwidth below 0.01, where relplot's grids grow.
-CASES = [(0, 40, 1.0), (1, 300, 1.0), (2, 1000, 0.5), (3, 2000, 2.0), (4, 20000, 1.0)]
+CASES = [
+    (0, 40, 1.0),
+    (1, 300, 1.0),
+    (2, 1000, 0.5),
+    (3, 2000, 2.0),
+    pytest.param(4, 20000, 1.0, marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize(("seed", "n", "power"), CASES)
@@ -100,6 +106,7 @@ def test_invalid_values_under_jit_give_nan():
     assert np.isnan(float(out))
 
 
+@pytest.mark.slow
 def test_perfect_predictions_have_small_error_and_fixed_point():
     # A deterministic, perfectly calibrated forecaster: y = 1 exactly when p = 1.
     y = np.array([0.0] * 50 + [1.0] * 50)

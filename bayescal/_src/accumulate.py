@@ -195,7 +195,7 @@ def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
         p = _as_chunk(y_prob, "y_prob")
         _v.check_same_shape(y_prob=p, y_true=y)
         if weights is None:
-            w = jnp.ones_like(p)
+            w = None
         else:
             if not weighted:
                 raise TypeError(
@@ -206,7 +206,8 @@ def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
             _v.check_same_shape(y_prob=p, weights=w)
         p, mask = pad_to_bucket(p, 0.0)
         y, _ = pad_to_bucket(y, 0.0)
-        w, _ = pad_to_bucket(w, 0.0)
+        # unit weights made at the bucketed length: one program per bucket, not per N
+        w = jnp.ones_like(p) if w is None else pad_to_bucket(w, 0.0)[0]
         return _update(state, y, p, w, mask)
 
     def merge(a: ReliabilityState, b: ReliabilityState) -> ReliabilityState:

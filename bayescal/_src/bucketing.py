@@ -6,6 +6,12 @@ statistics (counts per level or bin, sums) can instead take the input padded to 
 next power of two with a mask of the real entries: evaluating N = 1000 ... 1199 then
 compiles twice (buckets 1024 and 2048) instead of 200 times. Padding entries carry
 weight 0: they are excluded from every count and sum.
+
+The padding itself must not compile per length either: an eager ``jnp.concatenate``
+of an ``[N]`` array is one more program for every new ``N``. Arrays in host memory
+(numpy, and JAX arrays on a single CPU device) are therefore padded on the host and
+put on the device once; only arrays on accelerators or sharded over several devices
+are padded on the device (one small program per length).
 """
 
 from __future__ import annotations
@@ -39,8 +45,9 @@ def pad_to_bucket(
     """``x [N]`` padded with ``fill`` to :func:`bucket_size` ``(N)``, and the mask of real entries.
 
     Static shapes only (works under ``jit``; the bucket is a function of the static
-    length). Numpy inputs are padded on the host, so the device sees one array of the
-    bucketed length.
+    length). Host-resident inputs (numpy arrays, JAX arrays on one CPU device) are
+    padded on the host, so a new length compiles nothing; other JAX arrays are padded
+    on their device.
 
     Examples
     --------
@@ -53,10 +60,27 @@ def pad_to_bucket(
     n = x.shape[-1]
     size = bucket_size(n, minimum)
     pad = size - n
+    if _host_resident(x):
+        mask = jax.device_put(np.arange(size) < n)
+        if not pad:
+            return (x if isinstance(x, jax.Array) else jax.device_put(x)), mask
+        host = np.asarray(x)
+        return jax.device_put(np.concatenate([host, np.full(pad, fill, host.dtype)])), mask
     mask = jnp.arange(size) < n
-    if not pad:
-        return jnp.asarray(x), mask
-    if isinstance(x, np.ndarray):
-        return jnp.asarray(np.concatenate([x, np.full(pad, fill, x.dtype)])), mask
     x = jnp.asarray(x)
+    if not pad:
+        return x, mask
     return jnp.concatenate([x, jnp.full((pad,), fill, x.dtype)]), mask
+
+
+def _host_resident(x) -> bool:
+    """Whether ``x`` lives in host memory: a numpy array or a JAX array on one CPU."""
+    if isinstance(x, np.ndarray):
+        return True
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        devices = x.devices()
+    except Exception:  # a deleted or otherwise unusable buffer: let jnp raise
+        return False
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
