@@ -156,9 +156,12 @@ lint: $(VENV)/.lint-installed
 	$(BIN)/ruff format --check bayescal tests benchmarks
 	$(BIN)/mypy bayescal
 
+# The notebooks' kernels share the tests' JAX compilation cache (.jax_cache): a second
+# build compiles little.
 docs: $(VENV)/.docs-installed
 	rm -rf docs/_build docs/api/generated docs/api/modules docs/tutorials
-	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+	JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.jax_cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+		$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 	$(PY) -m pytest -q -p no:xdist -m docs tests/test_docs.py
 
 clean:
