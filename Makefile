@@ -52,7 +52,7 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
-.PHONY: fuzz test test-fast test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
+.PHONY: fuzz test test-pytest test-fast test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
 	lint docs clean
 
 $(PY):
@@ -73,7 +73,7 @@ $(VENV)/.lint-installed: pyproject.toml | $(PY)
 
 $(VENV)/.docs-installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test,docs]'
-	touch $@
+	touch $@ $(VENV)/.test-installed
 
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
@@ -99,10 +99,23 @@ $(VENVMIN)/.installed: pyproject.toml Makefile
 # JAX_ENABLE_X64=1 (X64_CORE), then the docs (built with -W, the notebooks executed, and
 # tests/test_docs.py run on the HTML). CI (.ci/run) also runs test-x64, test-slow and
 # the two version tiers.
-test: test-fast test-x64-core docs
+# The docs build keeps about one core busy (the notebooks run one after another), the
+# tests two: both run at once, each target's output printed when it ends.
+test: $(VENV)/.docs-installed
+	$(MAKE) --no-print-directory -j 2 --output-sync=target test-pytest docs
+
+# --dist loadfile: a module's tests run in one worker, so its fixtures (an MCMC fit, a
+# fitted recalibrator) and its compiled kernels are made once, not once per worker.
+PYTEST_FAST = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
+PYTEST_X64_CORE = JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_CORE)
+
+# make test's tests without the docs, one run after the other.
+test-pytest: $(VENV)/.test-installed
+	$(PYTEST_FAST)
+	$(PYTEST_X64_CORE)
 
 test-fast: $(VENV)/.test-installed
-	$(PY) -m pytest -n $(JOBS) -q $(FAST)
+	$(PYTEST_FAST)
 
 # Under x64, everything but the plumbing that is the same in both modes (the command
 # line's options and files, the plots, the bundled datasets, save/load, the ArviZ
@@ -117,11 +130,10 @@ X64_CORE := $(addprefix tests/,test_kernels.py test_pit_quantiles_tails.py \
 	test_regression_pit.py test_regression_scores.py test_classification_core.py)
 
 test-x64-core: $(VENV)/.test-installed
-	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) $(X64_CORE)
+	$(PYTEST_X64_CORE)
 
 test-x64: $(VENV)/.test-installed
-	JAX_ENABLE_X64=1 $(PY) -m pytest -n $(JOBS) -q $(FAST) $(X64_IGNORE) \
-		$(addprefix --ignore=,$(X64_CORE)) tests
+	JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_IGNORE) $(addprefix --ignore=,$(X64_CORE)) tests
 
 # The long statistical and end-to-end tests (CI runs them too: .ci/run).
 test-slow: $(VENV)/.test-installed

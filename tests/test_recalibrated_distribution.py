@@ -123,7 +123,8 @@ def test_identity_recalibrator_gives_the_base():
     np.testing.assert_allclose(d.variance, np.pi**2 * 4.0 / 3.0, rtol=1e-4)
 
 
-def test_under_predictive_and_jit(recal):
+@pytest.mark.slow
+def test_under_predictive(recal):
     def model(x, y=None):
         with numpyro.plate("data", x.shape[0]):
             numpyro.sample("obs", bn.RecalibratedDistribution(dist.Normal(x, 1.0), recal), obs=y)
@@ -134,6 +135,9 @@ def test_under_predictive_and_jit(recal):
     one = bn.RecalibratedDistribution(dist.Normal(0.0, 1.0), recal)
     cdf = lambda t: np.asarray(one.cdf(jnp.asarray(t)))  # noqa: E731
     assert scipy.stats.kstest(np.asarray(draws[:, 0]), cdf).pvalue > 1e-3
+
+
+def test_jit_equals_eager(recal):
     d = bn.RecalibratedDistribution(dist.Normal(jnp.array([0.0, 1.0]), 1.0), recal)
     y = jnp.array([0.3, -0.2])
     for method in ("log_prob", "cdf"):
@@ -160,6 +164,7 @@ def test_bad_input(recal):
         bn.RecalibratedDistribution(dist.Normal(0.0, 1.0), scaling)
 
 
+@pytest.mark.slow
 def test_pit_values_rounded_to_one_give_finite_quantiles_and_samples():
     # an overconfident predictive (2.5x too narrow): in float32, Phi(z) rounds to exactly
     # 1 beyond z ~ 5.4, so the PIT values the recalibrator is fitted on hold exact 1s
