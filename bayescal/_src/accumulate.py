@@ -14,6 +14,7 @@ state's ``invalid`` field and ``finalize`` then returns NaN curves.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -102,6 +103,9 @@ class CurveState(NamedTuple):
     invalid: jax.Array
 
 
+# One accumulator per set of options: its jitted update compiles once per bucket for the
+# whole process, however many times the accumulator is asked for (one per file, say).
+@functools.cache
 def curve_accumulator(num_levels: int, kind: str) -> Accumulator:
     """Accumulator of ``calibration_curve(pit, num_levels=..., kind=...)`` (validated options)."""
 
@@ -160,6 +164,7 @@ class ReliabilityState(NamedTuple):
     invalid: jax.Array
 
 
+@functools.cache
 def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
     """Accumulator of ``reliability_curve(y, p, bins=num_bins)`` (validated options)."""
 

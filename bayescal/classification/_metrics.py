@@ -804,7 +804,9 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
     ``update`` is jitted and cannot raise on values: probabilities outside [0, 1],
     labels other than 0 and 1, negative or non-finite weights are counted as invalid
     and make ``finalize`` return NaN ``expected`` and ``observed``. Feed the curve to
-    ``bayescal.core.curve_error`` for the ECE.
+    ``bayescal.core.curve_error`` for the ECE. Chunks are padded to power-of-two
+    lengths internally (on the host for numpy and CPU arrays), so chunks of many
+    sizes compile only a few times.
 
     Examples
     --------

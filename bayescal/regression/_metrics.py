@@ -301,8 +301,9 @@ def calibration_accumulator(num_levels: int = 100, kind: CurveKind = "quantile")
     -----
     ``update`` cannot raise on values (it is jitted): PIT values outside [0, 1] or
     NaN are counted as invalid and make ``finalize`` return a NaN curve, as does a
-    state without data. Chunks are padded to power-of-two lengths internally, so
-    chunks of many sizes compile only a few times. Counts are int32 (int64 under
+    state without data. Chunks are padded to power-of-two lengths internally (on
+    the host for numpy and CPU arrays), so chunks of many sizes compile only a few
+    times. Counts are int32 (int64 under
     x64): one state holds at most ``2^31 - 1`` observations in float32 mode.
 
     Examples
