@@ -60,16 +60,13 @@ def pad_to_bucket(
     n = x.shape[-1]
     size = bucket_size(n, minimum)
     pad = size - n
+    mask = jnp.arange(size) < n  # one program per bucket: n is an argument, not a constant
+    if not pad:
+        return jnp.asarray(x), mask
     if _host_resident(x):
-        mask = jax.device_put(np.arange(size) < n)
-        if not pad:
-            return (x if isinstance(x, jax.Array) else jax.device_put(x)), mask
         host = np.asarray(x)
         return jax.device_put(np.concatenate([host, np.full(pad, fill, host.dtype)])), mask
-    mask = jnp.arange(size) < n
     x = jnp.asarray(x)
-    if not pad:
-        return x, mask
     return jnp.concatenate([x, jnp.full((pad,), fill, x.dtype)]), mask
 
 
