@@ -55,42 +55,50 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 .PHONY: fuzz test test-pytest test-fast test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
 	lint docs clean
 
+# Packages are installed by uv (itself installed from PyPI by the venv's pip): it resolves
+# the same versions as pip, from the same index, and links them from its cache, so that
+# make test's setup takes a few seconds instead of ~35 (measured on the 2-core machine).
+# `uv pip install` is pip's interface; plain pip works too (docs/install.md).
+UV_INSTALL = uv pip install --quiet --python
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.test-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+$(BIN)/uv: | $(PY)
+	$(PY) -m pip install --quiet uv
+
+$(VENV)/.test-installed: pyproject.toml | $(BIN)/uv
+	$(BIN)/$(UV_INSTALL) $(PY) -e '.[test]'
 	touch $@
 
-$(VENV)/.bench-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[bench]'
+$(VENV)/.bench-installed: pyproject.toml | $(BIN)/uv
+	$(BIN)/$(UV_INSTALL) $(PY) -e '.[bench]'
 	touch $@
 
-$(VENV)/.lint-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[lint]'
+$(VENV)/.lint-installed: pyproject.toml | $(BIN)/uv
+	$(BIN)/$(UV_INSTALL) $(PY) -e '.[lint]'
 	touch $@
 
-$(VENV)/.docs-installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,docs]'
+$(VENV)/.docs-installed: pyproject.toml | $(BIN)/uv
+	$(BIN)/$(UV_INSTALL) $(PY) -e '.[test,docs]'
 	touch $@ $(VENV)/.test-installed
 
-$(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
+$(VENV)/.installed: pyproject.toml | $(BIN)/uv
+	$(BIN)/$(UV_INSTALL) $(PY) -e .
 	touch $@
 
 $(VENV312)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "make test-py312: no python3.12 found (set PYTHON312=...)"; exit 1; }
 	$(PYTHON312) -m venv $(VENV312)
-	$(VENV312)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV312)/bin/python -m pip install --quiet --upgrade -e '.[test]' 'jax>=0.11' numpyro 'arviz>=1'
+	$(VENV312)/bin/python -m pip install --quiet uv
+	$(VENV312)/bin/$(UV_INSTALL) $(VENV312)/bin/python --upgrade -e '.[test]' 'jax>=0.11' numpyro 'arviz>=1'
 	touch $@
 
 $(VENVMIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENVMIN)
-	$(VENVMIN)/bin/python -m pip install --quiet --upgrade pip
+	$(VENVMIN)/bin/python -m pip install --quiet uv
 	printf '%s\n' $(MIN_PINS) > $(VENVMIN)/constraints.txt
-	$(VENVMIN)/bin/python -m pip install --quiet -c $(VENVMIN)/constraints.txt -e '.[test]'
+	$(VENVMIN)/bin/$(UV_INSTALL) $(VENVMIN)/bin/python -c $(VENVMIN)/constraints.txt -e '.[test]'
 	touch $@
 
 # The everyday suite (target: under 6 minutes on 2 cores, from a fresh clone): the
