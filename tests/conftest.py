@@ -26,6 +26,34 @@ _CACHE = os.environ.get(
 if _CACHE:
     jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    # and for the subprocesses (the command line, multi-host and sharded runs), which
+    # otherwise compiled every program afresh on every run
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.abspath(_CACHE)
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+
+
+# Every XLA compilation in this process, while `_COMPILES` is a list (jax.monitoring has
+# no public unregister in the oldest supported jax, so the listener stays and idles).
+_COMPILES = None
+
+
+def _on_event_duration(event, duration, **kwargs):
+    if _COMPILES is not None and event.endswith("backend_compile_duration"):
+        _COMPILES.append(duration)
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
+
+
+def compilations_during(run):
+    """The number of XLA compilations while ``run()`` runs (a persistent-cache hit counts)."""
+    global _COMPILES
+    _COMPILES = []
+    try:
+        run()
+        return len(_COMPILES)
+    finally:
+        _COMPILES = None
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from bayescal.classification import reliability_accumulator, reliability_curve
 from bayescal.core import curve_error
 from bayescal.regression import calibration_accumulator, calibration_curve, calibration_error
+from tests.conftest import compilations_during
 
 
 def _float():
@@ -138,29 +139,6 @@ def test_accumulator_in_scan(rng):
     assert_same_counts_over_n(acc.finalize(state).observed, ref.observed, u.size)
 
 
-# Every XLA compilation in this process, while `_COMPILES` is a list (jax.monitoring has
-# no public unregister in the oldest supported jax, so the listener stays and idles).
-_COMPILES = None
-
-
-def _on_event_duration(event, duration, **kwargs):
-    if _COMPILES is not None and event.endswith("backend_compile_duration"):
-        _COMPILES.append(duration)
-
-
-jax.monitoring.register_event_duration_secs_listener(_on_event_duration)
-
-
-def _compilations_during(run):
-    global _COMPILES
-    _COMPILES = []
-    try:
-        run()
-        return len(_COMPILES)
-    finally:
-        _COMPILES = None
-
-
 @pytest.mark.parametrize("source", ["numpy", "jax"])
 def test_bucketing_compiles_few_times(rng, source):
     # 200 chunk lengths 1000..1199 fall in two power-of-two buckets (1024, 2048): the
@@ -182,7 +160,7 @@ def test_bucketing_compiles_few_times(rng, source):
             states["rel"] = rel.update(states["rel"], yn, un)
 
     feed([1000, 1100])
-    assert _compilations_during(lambda: feed(range(1001, 1200))) == 0
+    assert compilations_during(lambda: feed(range(1001, 1200))) == 0
     jitted = [c.cell_contents for c in curve.update.__closure__
               if hasattr(c.cell_contents, "_cache_size")]
     assert jitted and jitted[0]._cache_size() <= 2

@@ -15,7 +15,7 @@ from bayescal import core
 from bayescal._src import validation
 from bayescal.core import CalibrationCurve
 from tests import _kernels as kernels
-from tests.conftest import X64
+from tests.conftest import X64, compilations_during
 
 finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False, width=32)
 
@@ -194,3 +194,114 @@ def test_dtype_kept():
     assert x.dtype == jnp.float32
     i = validation.as_float_array(np.arange(3), "x")
     assert jnp.issubdtype(i.dtype, jnp.floating)
+
+
+# Value checks of host arrays run in NumPy (validation._HOST_PREDICATES); the compiled
+# predicates (validation._PREDICATES, what runs under jit and on accelerators) are the
+# reference: both must give the same answer on every edge case (NaN, +-inf, -0, the
+# bounds 0 and 1, empty arrays, ties, integer and boolean inputs).
+_EDGE_VALUES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 0.25, 2.0, 3.0, np.nan, np.inf, -np.inf])
+_KINDS = {  # kind: (arrays, params, shape of one array)
+    "finite": (1, (), (6,)),
+    "unit": (1, (), (6,)),
+    "positive": (1, (), (6,)),
+    "nonnegative": (1, (), (6,)),
+    "binary": (1, (), (6,)),
+    "both_classes": (1, (), (6,)),
+    "any_positive": (1, (), (6,)),
+    "sorted": (1, (True,), (6,)),
+    "sorted_weak": (1, (False,), (6,)),
+    "nondecreasing_axis0": (1, (), (3, 4)),
+    "less_equal": (2, (), (6,)),
+    "no_zero_or_one": (1, (), (6,)),
+    "class_range": (1, (3,), (6,)),
+    "row_sums": (1, (1e-3,), (3, 4)),
+}
+
+
+def _edge_batch(rng, kind, shape, dtype, rows=300):
+    """``rows`` arrays of ``shape``, each drawn from 1 to 3 edge values (so that rows that
+    pass, e.g. all in [0, 1] or all binary, are common), half of them sorted."""
+    x = np.stack([rng.choice(rng.choice(_EDGE_VALUES, size=rng.integers(1, 4), replace=False),
+                             size=shape) for _ in range(rows)])
+    half = rows // 2
+    if kind.startswith("sorted"):  # distinct values (strictly sorted unless -0.0 and 0.0)
+        x[:half] = np.sort([rng.choice(_EDGE_VALUES, size=shape, replace=False)
+                            for _ in range(half)], axis=-1)
+    if kind == "nondecreasing_axis0":
+        x[:half] = np.sort(x[:half], axis=1)
+    if kind == "row_sums":  # rows summing to 1, 1 +- 5e-4 (inside tol) and 1 + 2e-3 (outside)
+        w = rng.dirichlet(np.ones(shape[-1]), size=(half, shape[0]))
+        w[..., 0] += rng.choice([0.0, 5e-4, -5e-4, 2e-3], size=(half, shape[0]))
+        x[:half] = w
+    if dtype != np.float32:
+        x = np.nan_to_num(x, posinf=2, neginf=-1)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("kind", sorted(_KINDS))
+def test_host_predicates_equal_the_compiled_predicates(kind):
+    count, params, shape = _KINDS[kind]
+    name = "sorted" if kind.startswith("sorted") else kind
+    rng = np.random.default_rng(sorted(_KINDS).index(kind))
+    for dtype in (np.float32, np.int32, np.bool_):
+        if (name == "row_sums" and dtype != np.float32) or (
+            name in ("sorted", "nondecreasing_axis0") and dtype == np.bool_
+        ):
+            continue  # probabilities; edges and quantiles are numbers
+        batches = [_edge_batch(rng, kind, shape, dtype) for _ in range(count)]
+        if count == 2:  # b = a + offset: equal, larger, smaller rows
+            offset = rng.choice([0, 1, -1], size=(len(batches[0]), 1)).astype(dtype)
+            batches[1] = (batches[0] + offset).astype(dtype)
+        compiled = np.asarray(
+            jax.jit(jax.vmap(lambda *a: validation._PREDICATES[name](*a, *params)))(*batches)
+        )
+        host = np.concatenate([
+            validation._host_flags([validation._Check(name, "x", tuple(b[i] for b in batches),
+                                                      params, "values")])
+            for i in range(len(batches[0]))
+        ])
+        np.testing.assert_array_equal(host, compiled, err_msg=f"{kind}, {dtype.__name__}")
+        if dtype == np.float32:
+            assert compiled.any() and not compiled.all(), (kind, compiled.mean())  # both outcomes
+        empty = np.zeros((0,) + shape[1:], dtype)
+        if count == 1:
+            assert validation._host_flags([validation._Check(name, "x", (empty,), params, "")]) == bool(
+                validation._PREDICATES[name](jnp.asarray(empty), *params))
+
+
+def test_host_checks_are_wired_like_the_compiled_pass(rng):
+    # several checks of both array kinds in one pass: the same flags, in the same order
+    x = rng.uniform(size=(3, 4)).astype(np.float32)
+    checks = [
+        validation._Check("unit", "p", (x,), (), "values"),
+        validation._Check("less_equal", "lo", (jnp.asarray(x), x - 1), (), "values"),
+        validation._Check("positive", "scale", (jnp.asarray(x - 0.5),), (), "values"),
+        validation._Check("class_range", "y", (np.array([0, 2, 1]),), (3,), "labels"),
+        validation._Check("sorted", "edges", (np.array([0.0, 0.5, 0.5, 1.0]),), (True,), "values"),
+    ]
+    host = validation._host_flags(checks)
+    np.testing.assert_array_equal(host, [True, False, False, True, False])
+    np.testing.assert_array_equal(host, np.asarray(validation._flags(checks)))
+
+
+def test_host_checks_leave_large_and_bfloat16_arrays_to_the_compiled_pass():
+    big = np.zeros(validation.HOST_CHECK_MAX_SIZE + 1, np.float32)
+    for x in (big, jnp.ones(4, jnp.bfloat16)):
+        check = validation._Check("finite", "x", (x,), (), "values")
+        assert validation._host_flags([check]) is None
+    big[-1] = np.nan
+    with pytest.raises(ValueError, match="x contains 1 NaN"):
+        validation.record("finite", "x", big)
+
+
+def test_checks_of_new_shapes_compile_nothing(rng):
+    # one eager check per length: in NumPy, no XLA program per shape
+    def run():
+        for n in range(200, 230):
+            validation.record("unit", "p", rng.uniform(size=n).astype(np.float32))
+            validation.record("finite", "loc", jax.device_put(rng.normal(size=n).astype(np.float32)))
+
+    assert compilations_during(run) == 0
+    with pytest.raises(ValueError, match="p must lie in \\[0, 1\\]"):
+        validation.record("unit", "p", np.full(231, 1.5, np.float32))

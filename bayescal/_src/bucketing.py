@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .validation import host_resident
+
 __all__ = ["MIN_BUCKET", "bucket_size", "pad_to_bucket"]
 
 #: Smallest bucket: tiny inputs share one compilation.
@@ -63,21 +65,8 @@ def pad_to_bucket(
     mask = jnp.arange(size) < n  # one program per bucket: n is an argument, not a constant
     if not pad:
         return jnp.asarray(x), mask
-    if _host_resident(x):
+    if host_resident(x):
         host = np.asarray(x)
         return jax.device_put(np.concatenate([host, np.full(pad, fill, host.dtype)])), mask
     x = jnp.asarray(x)
     return jnp.concatenate([x, jnp.full((pad,), fill, x.dtype)]), mask
-
-
-def _host_resident(x) -> bool:
-    """Whether ``x`` lives in host memory: a numpy array or a JAX array on one CPU."""
-    if isinstance(x, np.ndarray):
-        return True
-    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
-        return False
-    try:
-        devices = x.devices()
-    except Exception:  # a deleted or otherwise unusable buffer: let jnp raise
-        return False
-    return len(devices) == 1 and next(iter(devices)).platform == "cpu"

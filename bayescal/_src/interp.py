@@ -13,6 +13,8 @@ import jax.numpy as jnp
 __all__ = ["interp"]
 
 
+# One compiled program per shape (eagerly, it was a dozen single-operation programs).
+@jax.jit
 def interp(x: jax.Array, xp: jax.Array, fp: jax.Array) -> jax.Array:
     """Interpolate ``fp`` at ``x`` over nondecreasing knots ``xp``; clamp outside."""
     n = xp.shape[-1]

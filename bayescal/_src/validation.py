@@ -3,8 +3,9 @@
 Shapes, dtypes and options are checked in Python at once. Value checks (finite, ranges,
 labels, positivity, order) are *recorded* while a public function runs and evaluated at
 its end in ONE fused device pass that returns a few flags, read by one host sync; the data
-itself never goes to the host for a check. Public functions opt in with the
-:func:`validated` decorator.
+itself never goes to the host for a check. Arrays already in host memory (small enough)
+are checked in NumPy in place: the same predicates, with no program to compile for each
+new shape. Public functions opt in with the :func:`validated` decorator.
 
 Under ``jax.jit``/``jax.vmap``/``jax.grad`` no check can raise; there the decorator makes
 every floating result NaN when a recorded check fails (per batch element under ``vmap``),
@@ -45,6 +46,7 @@ __all__ = [
     "check_row_sums",
     "check_finite_params",
     "is_concrete",
+    "host_resident",
     "record",
 ]
 
@@ -91,6 +93,7 @@ _PREDICATES: dict[str, Callable[..., jax.Array]] = {
     "sorted": lambda x, strict: _sorted(x, strict),
     "nondecreasing_axis0": lambda x: jnp.all(jnp.diff(x, axis=0) >= 0),
     "less_equal": lambda a, b: jnp.all(a <= b),
+    "no_zero_or_one": lambda x: ~jnp.any((x == 0) | (x == 1)),
     "class_range": lambda x, k: jnp.all((x >= 0) & (x < k)),
     "row_sums": lambda x, tol: jnp.all(
         jnp.abs(jnp.sum(x.astype(jnp.promote_types(x.dtype, jnp.float32)), axis=-1) - 1)
@@ -109,6 +112,75 @@ def _flags_kernel(specs: tuple[tuple[str, tuple[Any, ...]], ...], arrays: tuple)
 def _flags(checks: Sequence[_Check]) -> jax.Array:
     specs = tuple((c.kind, c.params) for c in checks)
     return _flags_kernel(specs, tuple(c.arrays for c in checks))
+
+
+# The same predicates in NumPy, for concrete arrays in host memory (below).
+def _np_sum_dtype(x: np.ndarray) -> Any:
+    return np.dtype(jnp.promote_types(x.dtype, jnp.float32))
+
+
+_HOST_PREDICATES: dict[str, Callable[..., bool]] = {
+    "finite": lambda x: bool(np.isfinite(x).all()),
+    "unit": lambda x: bool(((x >= 0) & (x <= 1)).all()),
+    "positive": lambda x: bool(np.isfinite(x).all() and (x > 0).all()),
+    "nonnegative": lambda x: bool(np.isfinite(x).all() and (x >= 0).all()),
+    "binary": lambda x: bool(((x == 0) | (x == 1)).all()),
+    "both_classes": lambda x: bool((x == 1).any() and (x == 0).any()),
+    "any_positive": lambda x: bool((x > 0).any()),
+    "sorted": lambda x, strict: bool(
+        (np.diff(x, axis=-1) > 0).all() if strict else (np.diff(x, axis=-1) >= 0).all()
+    ),
+    "nondecreasing_axis0": lambda x: bool((np.diff(x, axis=0) >= 0).all()),
+    "less_equal": lambda a, b: bool((a <= b).all()),
+    "no_zero_or_one": lambda x: not ((x == 0) | (x == 1)).any(),
+    "class_range": lambda x, k: bool(((x >= 0) & (x < k)).all()),
+    "row_sums": lambda x, tol: bool(
+        (np.abs(x.astype(_np_sum_dtype(x)).sum(axis=-1) - 1) <= tol).all()
+    ),
+}
+
+# Up to this many values in all, the checks of host-resident arrays run in NumPy: no
+# compilation for each new combination of checks and shapes (an eager call on new
+# shapes would otherwise compile the flag kernel, ~60 ms on a CPU, to check microseconds
+# of data). Beyond it, the one compiled pass (_flags_kernel) is the faster one.
+HOST_CHECK_MAX_SIZE = 1 << 20
+
+
+def host_resident(x: Any) -> bool:
+    """Whether ``x`` lives in host memory: a numpy array or a JAX array on one CPU."""
+    if isinstance(x, np.ndarray):
+        return True
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        devices = x.devices()
+    except Exception:  # a deleted or otherwise unusable buffer: let jnp raise
+        return False
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
+
+
+def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
+    """The flags of ``checks`` computed in NumPy, or None where the compiled pass applies.
+
+    Only for concrete arrays in host memory, of NumPy's own dtypes (not bfloat16),
+    HOST_CHECK_MAX_SIZE values at most; equal to ``_flags`` (tests/test_validation.py).
+    """
+    arrays = [a for c in checks for a in c.arrays]
+    if not all(host_resident(a) for a in arrays):
+        return None
+    host = [np.asarray(a) for a in arrays]  # zero-copy for CPU JAX arrays
+    if sum(a.size for a in host) > HOST_CHECK_MAX_SIZE or any(
+        a.dtype.kind not in "biuf" for a in host
+    ):
+        return None
+    flags, it = [], iter(host)
+    try:
+        with np.errstate(all="ignore"):  # inf - inf in a diff is a failed check, not a warning
+            for c in checks:
+                flags.append(_HOST_PREDICATES[c.kind](*[next(it) for _ in c.arrays], *c.params))
+    except Exception:  # any doubt (e.g. a boolean diff): the compiled pass decides
+        return None
+    return np.array(flags)
 
 
 def record(
@@ -131,8 +203,10 @@ def _evaluate(checks: Sequence[_Check]) -> jax.Array | None:
     if not checks:
         return None
     if all(is_concrete(a) for c in checks for a in c.arrays):
-        with jax.ensure_compile_time_eval():
-            flags = np.asarray(_flags(checks))  # the one host sync: a few booleans
+        flags = _host_flags(checks)
+        if flags is None:
+            with jax.ensure_compile_time_eval():
+                flags = np.asarray(_flags(checks))  # the one host sync: a few booleans
         if not flags.all():
             bad = checks[int(np.argmin(flags))]
             with jax.ensure_compile_time_eval():
@@ -344,7 +418,7 @@ def _message(c: _Check) -> str:
             f"{name} must be nondecreasing along the level axis (axis 0) for every "
             "observation; sort them (np.sort(quantiles, axis=0)) to fix quantile crossing."
         )
-    if c.kind == "less_equal":
+    if c.kind in ("less_equal", "no_zero_or_one"):
         return f"{name} {what}."
     if c.kind == "class_range":
         k = c.params[0]

@@ -65,8 +65,16 @@ def _scores(y_score: Any, name: str, *, probabilities: bool) -> jax.Array:
 
 def _logit(p: jax.Array, eps: float | None) -> jax.Array:
     """log(p / (1 - p)); +-inf at 1 and 0 unless ``eps`` clips explicitly."""
-    if eps is not None:
-        p = jnp.clip(p, eps, 1 - eps)
+    if eps is None:
+        return _logit_kernel(p, 0.0, 1.0, clip=False)
+    return _logit_kernel(p, eps, 1 - eps, clip=True)
+
+
+# One compiled program per shape (eagerly, it was four single-operation programs).
+@functools.partial(jax.jit, static_argnames="clip")
+def _logit_kernel(p: jax.Array, lo: Any, hi: Any, clip: bool) -> jax.Array:
+    if clip:
+        p = jnp.clip(p, lo, hi)
     return jnp.log(p) - jnp.log1p(-p)
 
 
@@ -75,10 +83,9 @@ def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str)
     if eps is not None:
         return
     _v.record(
-        "less_equal",
+        "no_zero_or_one",
         name,
-        jnp.any((p == 0) | (p == 1)),
-        False,
+        p,
         what=(
             f"has values at exactly 0 or 1, where {method} needs log(p) and "
             "log(1 - p), which are infinite. Pass eps (e.g. eps=1e-7) to clip them to "
