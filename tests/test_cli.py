@@ -1,7 +1,14 @@
-"""End-to-end tests of the command line, as a user runs it (real subprocesses)."""
+"""End-to-end tests of the command line, as a user runs it (real subprocesses).
+
+Each subprocess imports JAX afresh (~2.5 s of CPU): the message of every bad input is
+checked in-process through ``bayescal.cli.main`` (as in test_cli_hardening.py), and one
+bad input of each kind (CSV content, file, option) also as a real process, for the exit
+status and the one line on stderr that a user sees.
+"""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -10,6 +17,7 @@ import numpy as np
 import pytest
 
 from bayescal import regression as reg
+from bayescal.cli import main
 
 
 def run(*args, cwd=None, timeout=600):
@@ -62,8 +70,14 @@ def test_help_documents_every_option():
         "--chunk-mb",
     ):
         assert option in out.stdout
-    assert run("demo", "--help").returncode == 0
-    assert run("--help").returncode == 0
+
+
+@pytest.mark.parametrize("args", [["demo", "--help"], ["--help"]])
+def test_other_help_exits_0(capsys, args):
+    with pytest.raises(SystemExit) as exc:  # argparse's --help, as in a real process
+        main(args)
+    assert exc.value.code == 0
+    assert "usage: bayescal" in capsys.readouterr().out
 
 
 def test_evaluate_regression_csv_matches_library(tmp_path, regression_csv):
@@ -165,23 +179,34 @@ BAD_CSV = {
 }
 
 
+def assert_one_line_error(code, stderr, message):
+    assert code == 2
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bayescal evaluate: error:"), lines
+    assert re.search(message, lines[0]), lines[0]
+
+
+def evaluate_in_process(capsys, *args):
+    """``bayescal evaluate`` through ``main`` in this process: (status, stderr)."""
+    code = main(["evaluate", *map(str, args)])
+    return code, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("case", sorted(BAD_CSV))
-def test_evaluate_bad_csv_one_line_exit_2_no_report(tmp_path, case):
+def test_evaluate_bad_csv_one_line_exit_2_no_report(tmp_path, capsys, case):
     text, message = BAD_CSV[case]
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    out = run("evaluate", str(path), "--out", str(tmp_path / "rep"))
-    assert out.returncode == 2
-    assert "Traceback" not in out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bayescal evaluate: error:")
-    import re
-
-    assert re.search(message, lines[0]), lines[0]
+    assert_one_line_error(*evaluate_in_process(capsys, path, "--out", tmp_path / "rep"), message)
     assert not (tmp_path / "rep" / "report.json").exists()
+    if case == "nan":  # and as a user runs it
+        out = run("evaluate", str(path), "--out", str(tmp_path / "rep"))
+        assert_one_line_error(out.returncode, out.stderr, message)
+        assert not (tmp_path / "rep" / "report.json").exists()
 
 
-def test_evaluate_bad_files(tmp_path):
+def test_evaluate_bad_files(tmp_path, capsys):
     from tests import _arviz_compat as azc
 
     cases = {}
@@ -200,15 +225,17 @@ def test_evaluate_bad_files(tmp_path):
         "missing group\\(s\\) posterior_predictive, observed_data; the file has: posterior",
     )
     for name, (path, message) in cases.items():
-        out = run("evaluate", str(path), "--out", str(tmp_path / name))
-        assert out.returncode == 2, name
-        assert "Traceback" not in out.stderr, name
-        import re
-
-        assert re.search(message, out.stderr), (name, out.stderr)
+        code, stderr = evaluate_in_process(capsys, path, "--out", tmp_path / name)
+        assert_one_line_error(code, stderr, message)
         assert not (tmp_path / name / "report.json").exists()
+    # and as a user runs it: a bad file, a bad option
+    out = run("evaluate", str(garbage), "--out", str(tmp_path / "real"))
+    assert_one_line_error(out.returncode, out.stderr, "not a readable ArviZ NetCDF file")
+    assert not (tmp_path / "real" / "report.json").exists()
     out = run("evaluate", str(tmp_path / "nope.csv"), "--num-levels", "1")
-    assert out.returncode == 2 and "argument --num-levels: must be in [2, 10000]; got 1" in out.stderr
+    assert_one_line_error(
+        out.returncode, out.stderr, "argument --num-levels: must be in \\[2, 10000\\]; got 1"
+    )
 
 
 @pytest.mark.slow
