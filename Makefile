@@ -52,7 +52,7 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
-.PHONY: fuzz test test-pytest test-fast test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
+.PHONY: fuzz test test-pytest test-fast test-docs-then-x64 test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
 	lint docs clean
 
 # Packages are installed by uv (itself installed from PyPI by the venv's pip): it resolves
@@ -110,10 +110,12 @@ $(VENVMIN)/.installed: pyproject.toml Makefile
 # JAX_ENABLE_X64=1 (X64_CORE), then the docs (built with -W, the notebooks executed, and
 # tests/test_docs.py run on the HTML). CI (.ci/run) also runs test-x64, test-slow and
 # the two version tiers.
-# The docs build keeps about one core busy (the notebooks run one after another), the
-# tests two: both run at once, each target's output printed when it ends.
+# The float32 tests keep two cores busy for ~5 minutes; the docs build keeps about one
+# busy for ~2.5 (the notebooks run one after another), then the x64 tests run in one
+# process (two workers would cost another ~10 s of CPU to start) beside the end of the
+# float32 run. Each target's output is printed when it ends.
 test: $(VENV)/.docs-installed
-	$(MAKE) --no-print-directory -j 2 --output-sync=target test-pytest docs
+	$(MAKE) --no-print-directory -j 2 --output-sync=target test-fast test-docs-then-x64
 
 # --dist loadfile: a module's tests run in one worker, so its fixtures (an MCMC fit, a
 # fitted recalibrator) and its compiled kernels are made once, not once per worker.
@@ -124,6 +126,9 @@ PYTEST_X64_CORE = JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_CORE)
 test-pytest: $(VENV)/.test-installed
 	$(PYTEST_FAST)
 	$(PYTEST_X64_CORE)
+
+test-docs-then-x64: docs
+	JAX_ENABLE_X64=1 $(PY) -m pytest -p no:xdist -q $(FAST) $(X64_CORE)
 
 test-fast: $(VENV)/.test-installed
 	$(PYTEST_FAST)
