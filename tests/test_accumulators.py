@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 
 from bayescal.classification import reliability_accumulator, reliability_curve
 from bayescal.core import curve_error
-from bayescal.regression import calibration_accumulator, calibration_curve, calibration_error
+from bayescal.regression import (
+    calibration_accumulator,
+    calibration_curve,
+    calibration_error,
+)
 from tests.conftest import compilations_during
 
 
