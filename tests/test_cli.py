@@ -8,7 +8,6 @@ status and the one line on stderr that a user sees.
 
 import json
 import os
-import re
 import subprocess
 import sys
 import warnings
@@ -18,6 +17,7 @@ import pytest
 
 from bayescal import regression as reg
 from bayescal.cli import main
+from tests._cli import assert_one_line_error, evaluate
 
 
 def run(*args, cwd=None, timeout=600):
@@ -179,18 +179,8 @@ BAD_CSV = {
 }
 
 
-def assert_one_line_error(code, stderr, message):
-    assert code == 2
-    assert "Traceback" not in stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bayescal evaluate: error:"), lines
-    assert re.search(message, lines[0]), lines[0]
-
-
-def evaluate_in_process(capsys, *args):
-    """``bayescal evaluate`` through ``main`` in this process: (status, stderr)."""
-    code = main(["evaluate", *map(str, args)])
-    return code, capsys.readouterr().err
+# every message of the command line starts so
+EVALUATE_ERROR = "bayescal evaluate: error:"
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CSV))
@@ -198,11 +188,12 @@ def test_evaluate_bad_csv_one_line_exit_2_no_report(tmp_path, capsys, case):
     text, message = BAD_CSV[case]
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    assert_one_line_error(*evaluate_in_process(capsys, path, "--out", tmp_path / "rep"), message)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "rep")
+    assert_one_line_error(code, err, message, EVALUATE_ERROR)
     assert not (tmp_path / "rep" / "report.json").exists()
     if case == "nan":  # and as a user runs it
         out = run("evaluate", str(path), "--out", str(tmp_path / "rep"))
-        assert_one_line_error(out.returncode, out.stderr, message)
+        assert_one_line_error(out.returncode, out.stderr.strip().splitlines(), message, EVALUATE_ERROR)
         assert not (tmp_path / "rep" / "report.json").exists()
 
 
@@ -225,16 +216,20 @@ def test_evaluate_bad_files(tmp_path, capsys):
         "missing group\\(s\\) posterior_predictive, observed_data; the file has: posterior",
     )
     for name, (path, message) in cases.items():
-        code, stderr = evaluate_in_process(capsys, path, "--out", tmp_path / name)
-        assert_one_line_error(code, stderr, message)
+        code, _, err = evaluate(capsys, path, "--out", tmp_path / name)
+        assert_one_line_error(code, err, message, EVALUATE_ERROR)
         assert not (tmp_path / name / "report.json").exists()
     # and as a user runs it: a bad file, a bad option
     out = run("evaluate", str(garbage), "--out", str(tmp_path / "real"))
-    assert_one_line_error(out.returncode, out.stderr, "not a readable ArviZ NetCDF file")
+    assert_one_line_error(
+        out.returncode, out.stderr.strip().splitlines(), "not a readable ArviZ NetCDF file",
+        EVALUATE_ERROR,
+    )
     assert not (tmp_path / "real" / "report.json").exists()
     out = run("evaluate", str(tmp_path / "nope.csv"), "--num-levels", "1")
     assert_one_line_error(
-        out.returncode, out.stderr, "argument --num-levels: must be in \\[2, 10000\\]; got 1"
+        out.returncode, out.stderr.strip().splitlines(),
+        "argument --num-levels: must be in \\[2, 10000\\]; got 1", EVALUATE_ERROR,
     )
 
 

@@ -10,7 +10,6 @@ subprocess tests in test_cli.py check the same promise as a user runs it.
 import json
 import os
 import pathlib
-import re
 import stat
 
 import jax
@@ -19,24 +18,10 @@ import pytest
 
 from bayescal import regression as reg
 from bayescal.cli import main
+from tests._cli import assert_one_line_error, evaluate
 
 X64 = bool(jax.config.read("jax_enable_x64"))
 DTYPE = np.float64 if X64 else np.float32
-
-
-def evaluate(capsys, *args):
-    """Run ``bayescal evaluate`` in-process: (status, stdout, stderr lines)."""
-    code = main(["evaluate", *map(str, args)])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err.strip().splitlines()
-
-
-def assert_one_line_error(code, err, pattern):
-    assert code == 2
-    assert len(err) == 1, err
-    assert err[0].startswith("bayescal"), err
-    assert "Traceback" not in err[0]
-    assert re.search(pattern, err[0]), err[0]
 
 
 def write(path, text):

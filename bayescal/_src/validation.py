@@ -115,10 +115,6 @@ def _flags(checks: Sequence[_Check]) -> jax.Array:
 
 
 # The same predicates in NumPy, for concrete arrays in host memory (below).
-def _np_sum_dtype(x: np.ndarray) -> Any:
-    return np.dtype(jnp.promote_types(x.dtype, jnp.float32))
-
-
 _HOST_PREDICATES: dict[str, Callable[..., bool]] = {
     "finite": lambda x: bool(np.isfinite(x).all()),
     "unit": lambda x: bool(((x >= 0) & (x <= 1)).all()),
@@ -135,7 +131,7 @@ _HOST_PREDICATES: dict[str, Callable[..., bool]] = {
     "no_zero_or_one": lambda x: not ((x == 0) | (x == 1)).any(),
     "class_range": lambda x, k: bool(((x >= 0) & (x < k)).all()),
     "row_sums": lambda x, tol: bool(
-        (np.abs(x.astype(_np_sum_dtype(x)).sum(axis=-1) - 1) <= tol).all()
+        (np.abs(x.astype(jnp.promote_types(x.dtype, jnp.float32)).sum(axis=-1) - 1) <= tol).all()
     ),
 }
 
@@ -163,16 +159,16 @@ def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
     """The flags of ``checks`` computed in NumPy, or None where the compiled pass applies.
 
     Only for concrete arrays in host memory, of NumPy's own dtypes (not bfloat16),
-    HOST_CHECK_MAX_SIZE values at most; equal to ``_flags`` (tests/test_validation.py).
+    HOST_CHECK_MAX_SIZE values at most; equal to ``_flags`` (tests/test_core.py).
     """
     arrays = [a for c in checks for a in c.arrays]
-    if not all(host_resident(a) for a in arrays):
-        return None
-    host = [np.asarray(a) for a in arrays]  # zero-copy for CPU JAX arrays
-    if sum(a.size for a in host) > HOST_CHECK_MAX_SIZE or any(
-        a.dtype.kind not in "biuf" for a in host
+    if (
+        not all(host_resident(a) for a in arrays)
+        or sum(a.size for a in arrays) > HOST_CHECK_MAX_SIZE
+        or any(np.dtype(a.dtype).kind not in "biuf" for a in arrays)
     ):
         return None
+    host = [np.asarray(a) for a in arrays]  # zero-copy for CPU JAX arrays
     flags, it = [], iter(host)
     try:
         with np.errstate(all="ignore"):  # inf - inf in a diff is a failed check, not a warning
