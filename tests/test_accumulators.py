@@ -145,7 +145,7 @@ def test_accumulator_in_scan(rng):
 
 @pytest.mark.parametrize("source", ["numpy", "jax"])
 def test_bucketing_compiles_few_times(rng, source):
-    # 200 chunk lengths 1000..1199 fall in two power-of-two buckets (1024, 2048): the
+    # 200 chunk lengths 1000..1199 fall in two buckets (1024, 1280): the
     # kernel compiles twice, and nothing else compiles per length (host inputs are
     # padded on the host). Warm up on one length of each bucket first; then no length
     # may compile anything.

@@ -178,7 +178,7 @@ def test_public_curves_unchanged_against_numpy(rng):
 
 
 def test_bucketing_helpers():
-    assert [bucket_size(n) for n in (1, 256, 257, 1000, 1025)] == [256, 256, 512, 1024, 2048]
+    assert [bucket_size(n) for n in (1, 256, 257, 1000, 1025)] == [256, 256, 320, 1024, 1280]
     x, mask = pad_to_bucket(jnp.arange(5.0), -1.0, minimum=8)
     assert x.tolist() == [0, 1, 2, 3, 4, -1, -1, -1] and int(mask.sum()) == 5
 

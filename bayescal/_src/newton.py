@@ -28,12 +28,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from .bucketing import bucket_size, pad_axis
+
 __all__ = [
     "BLOCK",
     "Derivatives",
     "NewtonResult",
     "accurate_sum",
-    "bucket_size",
     "pad_observations",
     "derivative_sums",
     "logistic_objective",
@@ -64,30 +65,17 @@ def accurate_sum(x: jax.Array, axis: int = 0) -> jax.Array:
     return accurate_sum(partial, 0)
 
 
-def bucket_size(n: int) -> int:
-    """Number of observation slots for ``n`` observations: 4 sizes per octave.
-
-    The parametric fits pad their data to this size with zero weights, so one
-    compiled solver serves every ``n`` in a bucket (compiling the solver takes far
-    longer than running it on a few thousand points); the padding costs at most 25%.
-    """
-    if n <= 64:
-        return 64
-    grain = 1 << (n.bit_length() - 3)
-    return -(-n // grain) * grain
-
-
 def pad_observations(*arrays: jax.Array) -> tuple[tuple[jax.Array, ...], jax.Array]:
-    """Pad the observation axis (axis 0) to :func:`bucket_size` with zeros.
+    """Pad the observation axis (axis 0) to the package's bucket size with zeros.
 
     Returns the padded arrays and the weights (1 for the observations, 0 for the
-    padding).
+    padding). One compiled solver then serves every ``n`` in a bucket (compiling the
+    solver takes far longer than running it on a few thousand points). Host-resident
+    arrays are padded on the host (no program compiled per length).
     """
     n = arrays[0].shape[0]
     size = bucket_size(n)
-    padded = tuple(
-        jnp.pad(a, [(0, size - n)] + [(0, 0)] * (a.ndim - 1)) for a in arrays
-    )
+    padded = tuple(pad_axis(a, size, axis=0, fill=0) for a in arrays)
     weights = (jnp.arange(size) < n).astype(arrays[0].dtype)
     return padded, weights
 
