@@ -46,7 +46,7 @@ def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0
     return jnp.asarray(edges.astype(np.dtype(dtype)))
 
 
-def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
+def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -> jax.Array:
     """Edges at the ``k / num_bins`` sample quantiles of ``x`` (last axis), jittable.
 
     Quantiles use linear interpolation between order statistics, numpy's default
@@ -55,7 +55,8 @@ def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
     an edge; with the convention ``[e_k, e_{k+1})`` of :func:`bin_index` a repeated
     edge gives an empty bin and the tied values all land in the last bin that starts
     at their value, so no observation is lost or counted twice. The sort goes
-    through :func:`sort_last_axis` (host sort on CPU).
+    through :func:`sort_last_axis` (host sort on CPU). ``mask [N]`` (optional): only
+    the masked-in values count (a padded bucket).
 
     Examples
     --------
@@ -64,8 +65,12 @@ def quantile_edges(x: jax.Array, num_bins: int) -> jax.Array:
     >>> quantile_edges(jnp.array([0.0, 0.0, 0.0, 0.5, 1.0]), 4).tolist()
     [0.0, 0.0, 0.0, 0.5, 1.0]
     """
-    n = x.shape[-1]
-    xs = sort_last_axis(x)
+    if mask is None:
+        n = x.shape[-1]
+        xs = sort_last_axis(x)
+    else:  # the padding as NaN sorts last: the first n sorted values are the data
+        n = jnp.sum(mask, dtype=jnp.int32)
+        xs = sort_last_axis(jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype)))
     q = jnp.arange(num_bins + 1, dtype=x.dtype) / jnp.asarray(num_bins, x.dtype)
     # Same arithmetic as numpy's "linear" method: virtual index q (n - 1).
     pos = q * jnp.asarray(n - 1, x.dtype)

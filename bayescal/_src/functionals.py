@@ -51,20 +51,28 @@ def area_between(x: jax.Array, d: jax.Array) -> jax.Array:
     return jnp.sum(seg, axis=-1)
 
 
-def ecdf_area_to_diagonal(sorted_u: jax.Array) -> jax.Array:
+def ecdf_area_to_diagonal(sorted_u: jax.Array, n: jax.Array | int | None = None) -> jax.Array:
     """Exact ``integral_0^1 |G_n(p) - p| dp`` for the ECDF ``G_n`` of sorted values.
 
     With ``u_(0) = 0``, ``u_(n+1) = 1`` and ``G_n = k / n`` on ``[u_(k), u_(k+1))``, each
     piece integrates ``|k/n - t|`` over an interval. Written with the interval length
     ``u_(k+1) - u_(k)`` to avoid cancellation in float32. Ties need no special care
     (zero-length pieces add nothing).
+
+    ``n`` (possibly traced): only the first ``n`` sorted values are observations (a
+    padded bucket); the rest are replaced by 1, so their pieces have length 0.
     """
-    n = sorted_u.shape[-1]
+    size = sorted_u.shape[-1]
     dtype = sorted_u.dtype
+    if n is None:
+        n = size
+    else:
+        real = jnp.arange(size) < n
+        sorted_u = jnp.where(real, sorted_u, jnp.ones((), dtype))
     zero = jnp.zeros(sorted_u.shape[:-1] + (1,), dtype)
     one = jnp.ones(sorted_u.shape[:-1] + (1,), dtype)
     knots = jnp.concatenate([zero, sorted_u, one], axis=-1)
-    k_over_n = jnp.arange(n + 1, dtype=dtype) / jnp.asarray(n, dtype)
+    k_over_n = jnp.arange(size + 1, dtype=dtype) / jnp.asarray(n, dtype)
     b = knots[..., :-1] - k_over_n  # start of piece, relative to the ECDF level
     a = knots[..., 1:] - k_over_n  # end of piece
     length = knots[..., 1:] - knots[..., :-1]

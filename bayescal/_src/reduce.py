@@ -36,13 +36,15 @@ def reduce_scores(x: jax.Array, w: jax.Array | None, reduction: str) -> jax.Arra
     """Combine scores over the last (observation) axis.
 
     ``"mean"``: the (weighted) mean; ``"sum"``: the (weighted) sum; ``"none"``: the
-    per-observation scores, unweighted.
+    per-observation scores, unweighted. A term of weight 0 is left out entirely
+    (also where its score is infinite): that is how a bucket's padding is dropped
+    (:func:`bayescal._src.validation.mask_weights`).
     """
     if reduction == "none":
         return x
     if w is None:
         return jnp.mean(x, axis=-1) if reduction == "mean" else jnp.sum(x, axis=-1)
-    total = jnp.sum(w * x, axis=-1)
+    total = jnp.sum(jnp.where(w == 0, 0, w * x), axis=-1)
     return total / jnp.sum(w) if reduction == "mean" else total
 
 

@@ -48,6 +48,10 @@ __all__ = [
     "is_concrete",
     "host_resident",
     "record",
+    "observation_count",
+    "observation_mask",
+    "masked_nan",
+    "mask_weights",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -222,6 +226,149 @@ def _poison(out: Any, ok: jax.Array) -> Any:
     return jax.tree_util.tree_map(leaf, out)
 
 
+# The number of real observations while a bucketed public call is traced (a traced
+# int32 scalar; the observation axes then have the bucket's length), else None.
+_BUCKET: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "bayescal_bucket", default=None
+)
+
+
+def observation_count(x: Any, axis: int = -1) -> Any:
+    """The number of real observations along ``axis`` of ``x``.
+
+    Inside a bucketed call (see :func:`validated`) the observation axis is padded and
+    this is the traced true count; otherwise it is the static length.
+    """
+    bucket = _BUCKET.get()
+    if bucket is None:
+        return x.shape[axis]
+    _check_bucket_length(x.shape[axis], bucket[1])
+    return bucket[0]
+
+
+def _check_bucket_length(length: int, size: int) -> None:
+    if length != size:  # a kernel asked about an axis that is not the padded one
+        raise RuntimeError(
+            f"bayescal internal error: an axis of length {length} treated as the "
+            f"observation axis of a bucket of {size}; please report this."
+        )
+
+
+def observation_mask(length: int) -> jax.Array | None:
+    """The mask ``[length]`` of real observations in a bucketed call, else None.
+
+    Kernels use it to leave the padding out of counts, sums and means. None means
+    nothing is padded (an eager call that is not bucketed, or a call traced by the
+    user's ``jit``/``vmap``), and the kernel runs as before. Read it in the public
+    function's body and pass it to the kernels as an argument: a jitted kernel's traced
+    program is cached by shapes alone and would not see a later bucket.
+    """
+    bucket = _BUCKET.get()
+    if bucket is None:
+        return None
+    _check_bucket_length(length, bucket[1])
+    return jnp.arange(length) < bucket[0]
+
+
+def mask_weights(
+    w: jax.Array | None, shape: tuple[int, ...], dtype: Any
+) -> jax.Array | None:
+    """Observation weights with 0 in a bucket's padding (the mask itself without ``w``).
+
+    ``shape`` is the shape of the per-observation scores (observations last).
+    Outside a bucketed call: ``w`` unchanged. Call it in the public function's body and
+    pass the result to the kernel: never read the bucket inside a jitted kernel, whose
+    traced program is cached by shapes alone.
+    """
+    if _BUCKET.get() is None or not shape:
+        return w
+    mask = observation_mask(shape[-1])
+    if mask is None:
+        return w
+    return mask.astype(dtype) if w is None else jnp.where(mask, w, jnp.zeros((), w.dtype))
+
+
+def masked_nan(x: jax.Array, axis: int = -1) -> jax.Array:
+    """``x`` with NaN in the padding of a bucketed call (counted nowhere by the grids)."""
+    mask = observation_mask(x.shape[axis])
+    if mask is None:
+        return x
+    mask = mask.reshape((-1,) + (1,) * (x.ndim - 1 - axis % x.ndim))
+    return jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype))
+
+
+#: Observation axes longer than this are not padded (a copy of the data costs more
+#: than the compilation it saves).
+BUCKET_MAX = 1 << 24
+
+
+def _bucketed(
+    args: tuple, kwargs: dict, names: dict[str, int], positions: dict[str, int]
+) -> tuple[tuple, dict, int, int] | None:
+    """The arguments named in ``names`` padded to the bucket of their common length.
+
+    Only host-resident arrays (padded in NumPy: nothing to compile per length) of one
+    common length ``n`` along their observation axis; anything else (device or sharded
+    arrays, lengths that disagree, which the ordinary path reports): None.
+    """
+    from .bucketing import bucket_size, pad_axis  # bucketing imports this module
+
+    found = []
+    for name, axis in names.items():
+        pos = positions.get(name)
+        if name in kwargs:
+            value, where = kwargs[name], name
+        elif pos is not None and pos < len(args):
+            value, where = args[pos], pos
+        else:
+            continue
+        if value is None or not hasattr(value, "ndim") or value.ndim == 0:
+            continue  # absent, or a scalar that broadcasts
+        if not host_resident(value):
+            return None
+        found.append((where, value, axis))
+    if not found:
+        return None
+    lengths = {v.shape[a] for _, v, a in found}
+    if len(lengths) != 1:
+        return None
+    (n,) = lengths
+    if not 0 < n <= BUCKET_MAX:
+        return None
+    size = bucket_size(n)
+    new_args, new_kwargs = list(args), dict(kwargs)
+    for where, value, axis in found:
+        padded = pad_axis(value, size, axis=axis)
+        if isinstance(where, int):
+            new_args[where] = padded
+        else:
+            new_kwargs[where] = padded
+    return tuple(new_args), new_kwargs, n, size
+
+
+def unreduced(kwargs: dict[str, Any]) -> int | None:
+    """``per_observation`` of the scores: the last axis with ``reduction="none"``."""
+    return -1 if kwargs.get("reduction") == "none" else None
+
+
+def _unpad(out: Any, n: int, size: int, axis: int) -> Any:
+    """Slice every array leaf of ``out`` with the bucket's length along ``axis`` to ``n``.
+
+    On the host for CPU arrays (no program per length), on the device otherwise.
+    """
+
+    def leaf(x: Any) -> Any:
+        if not isinstance(x, jax.Array) or x.ndim == 0 or x.shape[axis] != size:
+            return x
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(0, n)
+        if host_resident(x):
+            return jax.device_put(np.asarray(x)[tuple(index)])
+        return x[tuple(index)]
+
+    return jax.tree_util.tree_map(leaf, out)
+
+
 class _FusedPending(list):
     """The pending checks of a public call being traced whole by its fused eager path."""
 
@@ -257,19 +404,29 @@ def _run_checked(fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
     return out if ok is None else _poison(out, ok)
 
 
-def _fused_body(fn: Callable[..., Any], dyn: tuple, static: tuple, layout: tuple) -> Any:
+def _fused_body(
+    fn: Callable[..., Any],
+    dyn: tuple,
+    static: tuple,
+    layout: tuple,
+    n: Any = None,
+    size: int | None = None,
+) -> Any:
     args, kwargs = _merge(dyn, static, layout)
     pending = _FusedPending()
     token = _PENDING.set(pending)
+    bucket = None if n is None else _BUCKET.set((n, size))
     try:
         out = fn(*args, **kwargs)
     finally:
+        if bucket is not None:
+            _BUCKET.reset(bucket)
         _PENDING.reset(token)
     ok = jnp.all(_flags(pending)) if pending else jnp.asarray(True)
     return out, ok
 
 
-_fused_jit = jax.jit(_fused_body, static_argnums=(0, 2, 3))
+_fused_jit = jax.jit(_fused_body, static_argnums=(0, 2, 3, 5))
 
 
 def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
@@ -308,7 +465,13 @@ def _merge(dyn: tuple, static: tuple, layout: tuple) -> tuple[list, dict]:
     return args, kwargs
 
 
-def validated(fn: _F | None = None, *, fuse: bool = False) -> Any:
+def validated(
+    fn: _F | None = None,
+    *,
+    fuse: bool = False,
+    bucket: dict[str, int] | None = None,
+    per_observation: int | Callable[[dict[str, Any]], int | None] | None = None,
+) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
     Value checks recorded while ``fn`` runs (by the ``check_*`` helpers below) are
@@ -323,19 +486,52 @@ def validated(fn: _F | None = None, *, fuse: bool = False) -> Any:
     compiled computation (cached per static options), so the checks cost no extra pass
     over the data; only when a flag fails is it run again unfused, to raise the
     detailed error.
+
+    ``bucket`` (with ``fuse``): the arguments that carry the observation axis, as
+    ``{name: axis}``. In the fused eager call, those that are host-resident arrays of
+    one common length ``n`` are padded in NumPy to ``bucketing.bucket_size(n)`` by
+    repeating their last observation (so every value check gives the same answer
+    without a mask), and ``fn`` runs with :func:`observation_count` /
+    :func:`observation_mask` telling its kernels the real ``n``: one compiled program
+    serves every ``n`` of a bucket. ``per_observation``: the axis of the result's
+    per-observation arrays (e.g. PIT values, unreduced scores), which are sliced back
+    to ``n`` on the host; None when no result has an observation axis; or a function
+    of the keyword arguments giving either (e.g. per-observation scores only with
+    ``reduction="none"``).
     """
 
     def wrap(f: _F) -> _F:
+        positions = {}
+        if bucket:
+            import inspect
+
+            for i, param in enumerate(inspect.signature(f).parameters.values()):
+                if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                    positions[param.name] = i
+
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if fuse and _PENDING.get() is None:
-                parts = _split(args, kwargs)
+                padded = _bucketed(args, kwargs, bucket, positions) if bucket else None
+                call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
+                parts = _split(call_args, call_kwargs)
                 if parts is not None and parts[0]:
                     try:
-                        out, ok = _fused_jit(f, *parts)
+                        if padded:
+                            n = np.asarray(padded[2], np.int32)
+                            out, ok = _fused_jit(f, *parts, n, padded[3])
+                        else:
+                            out, ok = _fused_jit(f, *parts)
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
                     if bool(ok):  # the one host sync
+                        axis = (
+                            per_observation(kwargs)
+                            if callable(per_observation)
+                            else per_observation
+                        )
+                        if padded and axis is not None:
+                            out = _unpad(out, padded[2], padded[3], axis)
                         return out
             return _run_checked(f, args, kwargs)
 

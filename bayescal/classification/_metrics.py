@@ -42,25 +42,33 @@ __all__ = [
 
 DEBIAS_METHODS = ("bernoulli", "normal")
 
+# The arguments with an observation axis (padded to a bucket in eager calls).
+_BUCKET = {"y_true": 0, "y_prob": 0, "logits": 0, "weights": 0}
+
 
 # --------------------------------------------------------------------------- kernels
 @functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
-def _reliability_kernel(y, p, w, edges, *, num_bins: int, strategy: str):
-    """Curve and edges; ``edges`` None means: derive them from ``strategy``."""
+def _reliability_kernel(y, p, w, edges, mask=None, *, num_bins: int, strategy: str):
+    """Curve and edges; ``edges`` None means: derive them from ``strategy``.
+
+    ``mask``: the real observations of a padded bucket (the rest go to no bin).
+    """
     if edges is None:
         if strategy == "uniform":
             edges = uniform_edges(num_bins, p.dtype)
         else:
-            edges = quantile_edges(p, num_bins)
+            edges = quantile_edges(p, num_bins, mask)
     idx = bin_index(p, edges)
+    if mask is not None:
+        idx = jnp.where(mask, idx, num_bins)  # out of range: counted nowhere
     mid = bin_midpoints(edges).astype(p.dtype)
     weight, (expected, observed) = binned_means(idx, num_bins, (p, y), w, fill=(mid, mid))
     return CalibrationCurve(expected, observed, weight, edges=edges), edges
 
 
-def _curve(y, p, w, bins: Bins) -> tuple[CalibrationCurve, jax.Array]:
+def _curve(y, p, w, bins: Bins, mask=None) -> tuple[CalibrationCurve, jax.Array]:
     return _reliability_kernel(
-        y, p, w, bins.edges, num_bins=bins.num_bins, strategy=bins.strategy
+        y, p, w, bins.edges, mask, num_bins=bins.num_bins, strategy=bins.strategy
     )
 
 
@@ -74,6 +82,7 @@ def _ece_kernel(
     w,
     edges,
     key,
+    mask=None,
     *,
     num_bins: int,
     strategy: str,
@@ -82,7 +91,9 @@ def _ece_kernel(
     num_samples: int,
     method: str,
 ):
-    curve, _ = _reliability_kernel(y, p, w, edges, num_bins=num_bins, strategy=strategy)
+    curve, _ = _reliability_kernel(
+        y, p, w, edges, mask, num_bins=num_bins, strategy=strategy
+    )
     plugin = curve_error(curve, norm=norm)
     if not debias:
         return plugin
@@ -147,7 +158,9 @@ def _ece_options(
     )
 
 
-def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
+def _ece(
+    y, p, w, bins: Bins, key: Any, options: _ECEOptions, mask=None
+) -> jax.Array:
     """The ECE kernel on resolved bins (``key`` only for the resampled L1 debiasing)."""
     return _ece_kernel(
         y,
@@ -155,6 +168,7 @@ def _ece(y, p, w, bins: Bins, key: Any, options: _ECEOptions) -> jax.Array:
         w,
         bins.edges,
         key,
+        mask,
         num_bins=bins.num_bins,
         strategy=bins.strategy,
         **options._asdict(),
@@ -186,7 +200,7 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET)
 def reliability_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -265,13 +279,13 @@ def reliability_curve(
     """
     y, p = binary_inputs(y_true, y_prob)
     w = observation_weights(weights, p)
-    curve, edges = _curve(y, p, w, resolve_bins(bins, strategy, p))
+    curve, edges = _curve(y, p, w, resolve_bins(bins, strategy, p), _v.observation_mask(p.shape[0]))
     if not isinstance(return_edges, bool):
         raise TypeError(f"return_edges must be a bool; got {return_edges!r}.")
     return (curve, edges) if return_edges else curve
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET)
 def expected_calibration_error(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -383,7 +397,8 @@ def expected_calibration_error(
             "debias=True needs unweighted counts; got weights. Drop the weights or use "
             "debias=False."
         )
-    return _ece(y, p, w, resolve_bins(bins, strategy, p), key, options)
+    bins = resolve_bins(bins, strategy, p)
+    return _ece(y, p, w, bins, key, options, _v.observation_mask(p.shape[0]))
 
 
 # --------------------------------------------------------------------------- scores
@@ -418,7 +433,7 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def brier_score(
     y_true: ArrayLike,
     y_prob: ArrayLike | None = None,
@@ -467,11 +482,11 @@ def brier_score(
     """
     check_reduction(reduction)
     y, x, is_logit = _prob_or_logits(y_true, y_prob, logits)
-    w = observation_weights(weights, x)
+    w = _v.mask_weights(observation_weights(weights, x), x.shape, x.dtype)
     return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def log_loss(
     y_true: ArrayLike,
     y_prob: ArrayLike | None = None,
@@ -540,7 +555,7 @@ def log_loss(
     if is_logit and eps is not None:
         raise ValueError("eps applies to probabilities; with logits= leave it None.")
     check_reduction(reduction)
-    w = observation_weights(weights, x)
+    w = _v.mask_weights(observation_weights(weights, x), x.shape, x.dtype)
     return _log_loss_kernel(y, x, w, is_logit=is_logit, eps=eps, reduction=reduction)
 
 
@@ -643,16 +658,21 @@ def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
 
 
 @functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
-def _murphy_kernel(y, p, edges, *, num_bins: int, strategy: str) -> MurphyDecomposition:
-    curve, _ = _reliability_kernel(y, p, None, edges, num_bins=num_bins, strategy=strategy)
-    frac = curve.weight.astype(p.dtype) / p.shape[0]
-    ybar = jnp.mean(y)
+def _murphy_kernel(
+    y, p, edges, mask=None, *, num_bins: int, strategy: str
+) -> MurphyDecomposition:
+    curve, _ = _reliability_kernel(
+        y, p, None, edges, mask, num_bins=num_bins, strategy=strategy
+    )
+    total = jnp.sum(curve.weight)  # the number of (real) observations
+    frac = curve.weight.astype(p.dtype) / total.astype(p.dtype)
+    ybar = jnp.sum(frac * curve.observed)  # = mean(y): the count-weighted bin means
     rel = jnp.sum(frac * (curve.expected - curve.observed) ** 2)
     res = jnp.sum(frac * (curve.observed - ybar) ** 2)
     return MurphyDecomposition(rel, res, ybar * (1 - ybar))
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET)
 def brier_decomposition_binned(
     y_true: ArrayLike, y_prob: Any, *, bins: Any = 10, strategy: BinStrategy = "uniform"
 ) -> MurphyDecomposition:
@@ -701,7 +721,8 @@ def brier_decomposition_binned(
     """
     y, p = binary_inputs(y_true, y_prob)
     b = resolve_bins(bins, strategy, p)
-    return _murphy_kernel(y, p, b.edges, num_bins=b.num_bins, strategy=b.strategy)
+    mask = _v.observation_mask(p.shape[0])
+    return _murphy_kernel(y, p, b.edges, mask, num_bins=b.num_bins, strategy=b.strategy)
 
 
 # --------------------------------------------------------------------------- sharpness
@@ -721,7 +742,7 @@ class PredictionSharpness(NamedTuple):
     mean_distance: jax.Array
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_prob": 0})
 def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
     r"""Sharpness of binary probability forecasts, without the labels.
 
@@ -762,12 +783,19 @@ def prediction_sharpness(y_prob: Any) -> PredictionSharpness:
     _v.check_ndim(p, "y_prob", 1)
     _v.check_nonempty(p, "y_prob")
     _v.check_in_unit_interval(p, "y_prob", "predicted probabilities")
-    return _sharpness_kernel(p)
+    return _sharpness_kernel(p, _v.mask_weights(None, p.shape, p.dtype))
 
 
 @jax.jit
-def _sharpness_kernel(p: jax.Array) -> PredictionSharpness:
-    return PredictionSharpness(jnp.var(p), jnp.mean(jnp.abs(p - 0.5)))
+def _sharpness_kernel(p: jax.Array, w: jax.Array | None = None) -> PredictionSharpness:
+    """``w``: 1 for the real observations of a padded bucket, 0 for the padding."""
+    if w is None:
+        return PredictionSharpness(jnp.var(p), jnp.mean(jnp.abs(p - 0.5)))
+    n = jnp.sum(w)
+    mean = jnp.sum(w * p) / n
+    return PredictionSharpness(
+        jnp.sum(w * (p - mean) ** 2) / n, jnp.sum(w * jnp.abs(p - 0.5)) / n
+    )
 
 
 # --------------------------------------------------------------------------- streaming

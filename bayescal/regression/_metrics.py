@@ -31,16 +31,26 @@ def _statistic(u: jax.Array, kind: str) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("num_levels", "kind"))
-def _curve_kernel(u, num_levels, kind):
+def _curve_kernel(u, n, num_levels, kind):
+    """The curve of ``u``; ``n`` real observations (NaN padding is counted nowhere)."""
     v = _statistic(u, kind)
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
     counts = count_at_or_below(v, num_levels)
     # integer counts / int would divide in float32 even under x64: cast first
-    observed = counts.astype(u.dtype) / u.shape[-1]
+    observed = counts.astype(u.dtype) / jnp.asarray(n, u.dtype)
     return CalibrationCurve(levels, observed, jnp.ones_like(levels))
 
 
-@_v.validated(fuse=True)
+def _pit_observations(pit) -> tuple[jax.Array, jax.Array | int]:
+    """Checked PIT values (NaN in a bucket's padding) and the number of observations."""
+    u = _v.check_pit(pit)
+    return _v.masked_nan(u), _v.observation_count(u)
+
+
+_BUCKET = {"pit": -1}
+
+
+@_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_curve(
     pit: ArrayLike, *, num_levels: int = 100, kind: CurveKind = "quantile"
 ) -> CalibrationCurve:
@@ -88,16 +98,16 @@ def calibration_curve(
     ([0.0, 0.5, 1.0], [0.0, 0.667, 1.0])
     """
     num_levels = _check_options(num_levels, kind)
-    return _curve_kernel(_v.check_pit(pit), num_levels, kind)
+    return _curve_kernel(*_pit_observations(pit), num_levels, kind)
 
 
 @functools.partial(jax.jit, static_argnames=("num_levels", "kind", "norm"))
-def _error_kernel(u, num_levels, kind, norm):
-    c = _curve_kernel(u, num_levels, kind)
+def _error_kernel(u, n, num_levels, kind, norm):
+    c = _curve_kernel(u, n, num_levels, kind)
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_error(
     pit: ArrayLike,
     *,
@@ -143,21 +153,22 @@ def calibration_error(
     """
     num_levels = _check_options(num_levels, kind)
     _v.check_choice(norm, "norm", NORMS)
-    return _error_kernel(_v.check_pit(pit), num_levels, kind, norm)
+    return _error_kernel(*_pit_observations(pit), num_levels, kind, norm)
 
 
 @functools.partial(jax.jit, static_argnames=("kind",))
-def _exact_area_kernel(u, kind):
-    return ecdf_area_to_diagonal(sort_last_axis(_statistic(u, kind)))
+def _exact_area_kernel(u, n, kind):
+    # NaN padding sorts last; ecdf_area_to_diagonal uses the first n values
+    return ecdf_area_to_diagonal(sort_last_axis(_statistic(u, kind)), n)
 
 
 @functools.partial(jax.jit, static_argnames=("num_levels", "kind"))
-def _grid_area_kernel(u, num_levels, kind):
-    c = _curve_kernel(u, num_levels, kind)
+def _grid_area_kernel(u, n, num_levels, kind):
+    c = _curve_kernel(u, n, num_levels, kind)
     return area_between(c.expected, c.observed - c.expected)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET)
 def miscalibration_area(
     pit: ArrayLike, *, num_levels: int | None = None, kind: CurveKind = "quantile"
 ) -> jax.Array:
@@ -195,14 +206,14 @@ def miscalibration_area(
     0.25
     """
     _v.check_choice(kind, "kind", KINDS)
-    u = _v.check_pit(pit)
+    u, n = _pit_observations(pit)
     if num_levels is None:
-        return _exact_area_kernel(u, kind)
+        return _exact_area_kernel(u, n, kind)
     num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
-    return _grid_area_kernel(u, num_levels, kind)
+    return _grid_area_kernel(u, n, num_levels, kind)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"scale": -1, "draws": -1})
 def sharpness(
     scale: ArrayLike | None = None,
     *,
@@ -244,9 +255,9 @@ def sharpness(
         _v.check_nonempty(s, "scale")
         _v.check_positive(s, "scale")
         # Scaled by the largest scale so that the squares neither overflow nor underflow.
-        top = jnp.max(s, axis=-1)
+        top = jnp.max(s, axis=-1)  # the padding repeats a real scale
         safe = jnp.where(top > 0, top, 1)
-        rms = jnp.sqrt(jnp.mean((s / safe) ** 2, axis=-1)) * safe
+        rms = jnp.sqrt(_mean_observations((s / safe) ** 2)) * safe
         if root:
             return rms
         var = rms * rms
@@ -264,8 +275,16 @@ def sharpness(
         _v.check_ndim(d, "draws", 2)
         _v.check_nonempty(d, "draws")
         _v.check_finite(d, "draws")
-        var = jnp.mean(jnp.var(d, axis=0), axis=-1)
+        var = _mean_observations(jnp.var(d, axis=0))
     return jnp.sqrt(var) if root else var
+
+
+def _mean_observations(x: jax.Array) -> jax.Array:
+    """Mean over the last (observation) axis, leaving out a bucket's padding."""
+    mask = _v.observation_mask(x.shape[-1])
+    if mask is None:
+        return jnp.mean(x, axis=-1)
+    return jnp.sum(jnp.where(mask, x, 0), axis=-1) / _v.observation_count(x).astype(x.dtype)
 
 
 # --------------------------------------------------------------------------- streaming

@@ -37,7 +37,9 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
-@_v.validated(fuse=True)
+@_v.validated(
+    fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1
+)
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.
 
@@ -330,7 +332,7 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
     return u
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "quantiles": -1}, per_observation=-1)
 def pit_quantiles(
     y_true: ArrayLike, quantiles: ArrayLike, levels: ArrayLike, *, tails: str = "clamp"
 ) -> jax.Array:

@@ -33,6 +33,11 @@ def _prep(y_true, reduction, **params):
     return y, arrays
 
 
+def _shape(y: jax.Array, params: dict[str, jax.Array]) -> tuple[int, ...]:
+    """Shape of the per-observation scores (``y_true`` broadcast with the parameters)."""
+    return jnp.broadcast_shapes(y.shape, *(a.shape for a in params.values()))
+
+
 def _weights(weights: ArrayLike | None, y: jax.Array) -> jax.Array | None:
     """Per-observation weights for 1-D ``y`` (scores over a broadcast shape need [N])."""
     if weights is None:
@@ -53,7 +58,7 @@ def _crps_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(crps, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1, "weights": -1}, per_observation=_v.unreduced)
 def crps_normal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -98,7 +103,7 @@ def crps_normal(
     """
     y, a = _prep(y_true, reduction, loc=loc, scale=scale)
     _v.check_positive(a["scale"], "scale")
-    w = _weights(weights, y)
+    w = _v.mask_weights(_weights(weights, y), _shape(y, a), y.dtype)
     return _crps_normal_kernel(y, a["loc"], a["scale"], w, reduction)
 
 
@@ -115,7 +120,7 @@ def _crps_draws_kernel(y, draws, w, reduction, fair):
     return reduce_scores(term1 - 0.5 * pair, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "draws": -1, "weights": -1}, per_observation=_v.unreduced)
 def crps_draws(
     y_true: ArrayLike,
     draws: ArrayLike,
@@ -183,7 +188,7 @@ def crps_draws(
             f"fair=True needs at least 2 draws per observation (it divides the pair term by "
             f"S(S - 1)); got draws of shape {tuple(d.shape)}. Pass more draws or fair=False."
         )
-    w = check_weights(weights, y.shape[0], y.dtype)
+    w = _v.mask_weights(check_weights(weights, y.shape[0], y.dtype), y.shape, y.dtype)
     return _crps_draws_kernel(y, d, w, reduction, fair)
 
 
@@ -194,7 +199,7 @@ def _nll_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(nll, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1, "weights": -1}, per_observation=_v.unreduced)
 def nll_normal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -236,7 +241,7 @@ def nll_normal(
     """
     y, a = _prep(y_true, reduction, loc=loc, scale=scale)
     _v.check_positive(a["scale"], "scale")
-    w = _weights(weights, y)
+    w = _v.mask_weights(_weights(weights, y), _shape(y, a), y.dtype)
     return _nll_normal_kernel(y, a["loc"], a["scale"], w, reduction)
 
 
@@ -248,7 +253,7 @@ def _interval_score_kernel(y, lower, upper, alpha, w, reduction):
     return reduce_scores(score, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "lower": -1, "upper": -1, "weights": -1}, per_observation=_v.unreduced)
 def interval_score(
     y_true: ArrayLike,
     lower: ArrayLike,
@@ -301,7 +306,8 @@ def interval_score(
         "lower",
         "must be <= upper for every observation; some intervals are reversed",
     )
-    return _interval_score_kernel(y, lo, up, alpha, _weights(weights, y), reduction)
+    w = _v.mask_weights(_weights(weights, y), _shape(y, {"lo": lo, "up": up}), y.dtype)
+    return _interval_score_kernel(y, lo, up, alpha, w, reduction)
 
 
 @functools.partial(jax.jit, static_argnames="reduction")
@@ -312,7 +318,7 @@ def _pinball_kernel(y, q, levels, w, reduction):
     return reduce_scores(loss, w, reduction)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_true": -1, "quantiles": -1, "weights": -1}, per_observation=_v.unreduced)
 def pinball_loss(
     y_true: ArrayLike,
     quantiles: ArrayLike,
@@ -370,4 +376,5 @@ def pinball_loss(
     y, q, lv = y.astype(dtype), q.astype(dtype), lv.astype(dtype)
     _v.check_finite(y, "y_true")
     _v.check_finite(q, "quantiles")
-    return _pinball_kernel(y, q, lv, check_weights(weights, y.shape[0], y.dtype), reduction)
+    w = _v.mask_weights(check_weights(weights, y.shape[0], y.dtype), y.shape, y.dtype)
+    return _pinball_kernel(y, q, lv, w, reduction)
