@@ -1,0 +1,205 @@
+"""Shape bucketing of eager public calls (bayescal._src.validation.validated(bucket=...)).
+
+An eager call on host-resident inputs pads the observation axis to
+``bucketing.bucket_size(n)`` and runs one compiled program per bucket: a new ``n`` in a
+bucket already used compiles nothing, and the result equals the unpadded computation
+(``jax.jit`` of the same call, which traces the exact shape and pads nothing): counts
+exactly, sums to float tolerance.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import X64, compilations_during, float_tol
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bayescal import classification as C
+from bayescal import regression as R
+from bayescal._src import validation as _v
+from bayescal._src.bucketing import MIN_BUCKET, bucket_size
+
+
+def _inputs(n, seed=0):
+    rng = np.random.default_rng(seed + n)
+    y = rng.normal(size=n)
+    return {
+        "u": rng.uniform(size=n),
+        "y": y,
+        "loc": y + 0.3 * rng.normal(size=n),
+        "scale": 0.5 + rng.uniform(size=n),
+        "draws": rng.normal(size=(20, n)),
+        "q": np.sort(rng.normal(size=(5, n)), axis=0),
+        "levels": np.linspace(0.1, 0.9, 5),
+        "labels": (rng.uniform(size=n) < 0.4).astype(np.int64),
+        "p": np.clip(rng.uniform(size=n), 0.01, 0.99),
+        "w": rng.uniform(size=n),
+    }
+
+
+# name: (function, positional inputs, keyword options)
+CASES = {
+    "pit_normal": (R.pit_normal, ("y", "loc", "scale"), {}),
+    "pit_quantiles": (R.pit_quantiles, ("y", "q", "levels"), {}),
+    "calibration_curve": (R.calibration_curve, ("u",), {}),
+    "calibration_curve_interval": (R.calibration_curve, ("u",), {"kind": "interval"}),
+    "calibration_error": (R.calibration_error, ("u",), {}),
+    "calibration_error_max": (R.calibration_error, ("u",), {"norm": "max"}),
+    "miscalibration_area": (R.miscalibration_area, ("u",), {}),
+    "miscalibration_area_grid": (R.miscalibration_area, ("u",), {"num_levels": 50}),
+    "sharpness": (R.sharpness, ("scale",), {}),
+    "sharpness_draws": (lambda d: R.sharpness(draws=d), ("draws",), {}),
+    "crps_normal": (R.crps_normal, ("y", "loc", "scale"), {}),
+    "crps_normal_none": (R.crps_normal, ("y", "loc", "scale"), {"reduction": "none"}),
+    "crps_draws": (R.crps_draws, ("y", "draws"), {}),
+    "nll_normal": (R.nll_normal, ("y", "loc", "scale"), {"reduction": "sum"}),
+    "interval_score": (
+        lambda y, lo, s: R.interval_score(y, lo - s, lo + s, alpha=0.1),
+        ("y", "loc", "scale"),
+        {},
+    ),
+    "pinball_loss": (R.pinball_loss, ("y", "q", "levels"), {}),
+    "reliability_curve": (C.reliability_curve, ("labels", "p"), {}),
+    "reliability_curve_quantile": (C.reliability_curve, ("labels", "p"), {"strategy": "quantile"}),
+    "expected_calibration_error": (C.expected_calibration_error, ("labels", "p"), {}),
+    "ece_quantile": (C.expected_calibration_error, ("labels", "p"), {"strategy": "quantile"}),
+    "ece_l2_debiased": (
+        C.expected_calibration_error, ("labels", "p"), {"norm": "l2", "debias": True}
+    ),
+    "ece_l1_debiased": (
+        C.expected_calibration_error, ("labels", "p"), {"debias": True, "key": 0}
+    ),
+    "brier_score": (C.brier_score, ("labels", "p"), {}),
+    "brier_score_none": (C.brier_score, ("labels", "p"), {"reduction": "none"}),
+    "log_loss": (C.log_loss, ("labels", "p"), {}),
+    "brier_decomposition_binned": (C.brier_decomposition_binned, ("labels", "p"), {}),
+    "prediction_sharpness": (C.prediction_sharpness, ("p",), {}),
+}
+WEIGHTED = {
+    "crps_normal_weighted": (R.crps_normal, ("y", "loc", "scale")),
+    "reliability_curve_weighted": (C.reliability_curve, ("labels", "p")),
+    "ece_weighted": (C.expected_calibration_error, ("labels", "p")),
+    "log_loss_weighted": (C.log_loss, ("labels", "p")),
+}
+
+
+def _call(name, data):
+    if name in WEIGHTED:
+        fn, keys = WEIGHTED[name]
+        return fn(*(data[k] for k in keys), weights=data["w"])
+    fn, keys, kw = CASES[name]
+    return fn(*(data[k] for k in keys), **kw)
+
+
+def _unpadded(name, data):
+    """The same call under jax.jit: traced at the exact length, nothing padded."""
+    if name in WEIGHTED:
+        fn, keys = WEIGHTED[name]
+        return jax.jit(lambda *a: fn(*a[:-1], weights=a[-1]))(
+            *(data[k] for k in keys), data["w"]
+        )
+    fn, keys, kw = CASES[name]
+    return jax.jit(functools.partial(fn, **kw))(*(data[k] for k in keys))
+
+
+def _assert_same(got, want):
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if np.issubdtype(g.dtype, np.integer):
+            np.testing.assert_array_equal(g, w)  # counts: exactly
+        else:
+            np.testing.assert_allclose(g, w, rtol=float_tol(g.dtype), atol=1e-6)
+
+
+ALL = sorted(CASES) + sorted(WEIGHTED)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_new_length_in_a_used_bucket_compiles_nothing(name):
+    # 1000 and 1013 share the bucket 1024; 1024 itself fills it exactly.
+    assert bucket_size(1000) == bucket_size(1013) == bucket_size(1024) == 1024
+    first = _inputs(1000)
+    jax.block_until_ready(_call(name, first))
+    for n in (1013, 1024):
+        data = _inputs(n)
+        assert compilations_during(lambda d=data: jax.block_until_ready(_call(name, d))) == 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bucketed_equals_unpadded(name):
+    for n in (7, 1000):
+        data = _inputs(n, seed=1)
+        _assert_same(_call(name, data), _unpadded(name, data))
+
+
+@pytest.mark.parametrize("name", ["calibration_error", "brier_score", "ece_quantile", "crps_normal"])
+def test_an_unpadded_trace_of_the_bucket_length_is_not_reused(name):
+    # jit at exactly the bucket's length first (its kernels' traces are cached by
+    # shape), then an eager call padded to that length: the padding must still be
+    # left out (the mask is an argument of the kernels, never read inside them).
+    full = _inputs(1024, seed=2)
+    _unpadded(name, full)
+    part = _inputs(900, seed=2)  # bucket 1024 as well
+    assert bucket_size(900) == 1024
+    _assert_same(_call(name, part), _unpadded(name, part))
+
+
+def test_per_observation_results_are_sliced_on_the_host():
+    data = _inputs(1000)
+    u = R.pit_normal(data["y"], data["loc"], data["scale"])
+    assert u.shape == (1000,)
+    scores = C.brier_score(data["labels"], data["p"], reduction="none")
+    assert scores.shape == (1000,)
+    # a reduced score with as many levels as the bucket has slots is not sliced
+    q = np.sort(np.random.default_rng(0).normal(size=(256, 100)), axis=0)
+    levels = np.linspace(0.001, 0.999, 256)
+    loss = R.pinball_loss(np.zeros(100), q, levels)
+    assert bucket_size(100) == 256 and loss.shape == (256,)
+
+
+def test_invalid_values_still_raise_with_the_unpadded_message():
+    data = _inputs(1000)
+    u = data["u"].copy()
+    u[3] = 1.5
+    with pytest.raises(ValueError, match="pit must lie in"):
+        R.calibration_error(u)
+    p = data["p"].copy()
+    p[-1] = np.nan  # the last value is the one the padding repeats
+    with pytest.raises(ValueError, match="y_prob contains 1 NaN"):
+        C.expected_calibration_error(data["labels"], p)
+
+
+def test_mismatched_lengths_are_reported_not_padded():
+    data = _inputs(1000)
+    with pytest.raises(ValueError, match="y_true"):
+        C.brier_score(data["labels"][:999], data["p"])
+
+
+def test_kernels_see_no_bucket_outside_a_bucketed_call():
+    assert _v.observation_mask(10) is None
+    assert _v.observation_count(jnp.zeros(10)) == 10
+    assert _v.mask_weights(None, (10,), jnp.float32) is None
+
+
+@given(st.integers(1, 1 << 40))
+def test_bucket_size_rule(n):
+    size = bucket_size(n)
+    assert size >= n and size >= MIN_BUCKET
+    assert bucket_size(size) == size  # a bucket is its own bucket
+    if n > MIN_BUCKET:
+        assert size <= n * 1.25  # at most 25% padding
+        # 4 sizes per octave: the size is m * 2^k with m in 4..7
+        k = size.bit_length() - 3
+        assert size % (1 << k) == 0 and 4 <= size >> k <= 7
+    assert bucket_size(n + 1) >= size  # monotone
+
+
+def test_x64_mode_is_what_the_suite_runs():
+    # the comparisons above use the dtype bayescal computes in
+    assert R.calibration_error(_inputs(10)["u"]).dtype == (jnp.float64 if X64 else jnp.float32)
