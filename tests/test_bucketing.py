@@ -40,8 +40,16 @@ def _inputs(n, seed=0):
     }
 
 
+@functools.cache
+def _recalibrator():
+    return R.fit_isotonic_recalibrator(np.linspace(0.01, 0.99, 300) ** 2)
+
+
 # name: (function, positional inputs, keyword options)
 CASES = {
+    "fit_isotonic_recalibrator": (R.fit_isotonic_recalibrator, ("u",), {}),
+    "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),
+    "isotonic_recalibrator_inverse": (lambda u: _recalibrator().inverse(u), ("u",), {}),
     "pit_normal": (R.pit_normal, ("y", "loc", "scale"), {}),
     "pit_quantiles": (R.pit_quantiles, ("y", "q", "levels"), {}),
     "calibration_curve": (R.calibration_curve, ("u",), {}),
@@ -179,6 +187,18 @@ def test_mismatched_lengths_are_reported_not_padded():
     data = _inputs(1000)
     with pytest.raises(ValueError, match="y_true"):
         C.brier_score(data["labels"][:999], data["p"])
+
+
+def test_recalibrators_of_sizes_in_one_bucket_share_their_programs():
+    # the knots are padded to their own bucket with the last knot (1, 1) repeated
+    u = _inputs(500)["u"]
+    first = R.fit_isotonic_recalibrator(_inputs(1000)["u"])
+    jax.block_until_ready((first(u), first.inverse(u)))
+    other = R.fit_isotonic_recalibrator(_inputs(1010)["u"])
+    assert other.raw.shape == (1012,)  # the fitted knots themselves are not padded
+    assert compilations_during(lambda: jax.block_until_ready((other(u), other.inverse(u)))) == 0
+    want = jax.jit(lambda r, x: (r(x), r.inverse(x)))(other, u)
+    _assert_same((other(u), other.inverse(u)), want)
 
 
 def test_kernels_see_no_bucket_outside_a_bucketed_call():

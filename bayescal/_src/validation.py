@@ -470,7 +470,7 @@ def validated(
     *,
     fuse: bool = False,
     bucket: dict[str, int] | None = None,
-    per_observation: int | Callable[[dict[str, Any]], int | None] | None = None,
+    per_observation: Any = None,
 ) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
@@ -495,9 +495,10 @@ def validated(
     :func:`observation_mask` telling its kernels the real ``n``: one compiled program
     serves every ``n`` of a bucket. ``per_observation``: the axis of the result's
     per-observation arrays (e.g. PIT values, unreduced scores), which are sliced back
-    to ``n`` on the host; None when no result has an observation axis; or a function
-    of the keyword arguments giving either (e.g. per-observation scores only with
-    ``reduction="none"``).
+    to ``n`` on the host; None when no result has an observation axis; ``(axis,
+    extra)`` for arrays of ``n + extra`` entries along it (e.g. knots with both ends
+    added), whose padding comes last; or a function of the keyword arguments giving
+    any of these (e.g. per-observation scores only with ``reduction="none"``).
     """
 
     def wrap(f: _F) -> _F:
@@ -531,7 +532,8 @@ def validated(
                             else per_observation
                         )
                         if padded and axis is not None:
-                            out = _unpad(out, padded[2], padded[3], axis)
+                            axis, extra = axis if isinstance(axis, tuple) else (axis, 0)
+                            out = _unpad(out, padded[2] + extra, padded[3] + extra, axis)
                         return out
             return _run_checked(f, args, kwargs)
 

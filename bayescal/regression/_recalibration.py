@@ -13,6 +13,7 @@ from jax.typing import ArrayLike
 from bayescal._src import families as _fam
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
@@ -55,9 +56,7 @@ class IsotonicLevelCalibrator:
 
     def __call__(self, levels: ArrayLike) -> jax.Array:
         """Calibrated levels ``R(levels)``; ``levels`` in [0, 1], any shape."""
-        p = _as_levels(levels, self.raw.dtype)
-        out = interp(p, self.raw, self.calibrated)
-        return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
+        return _map_levels(*_bucketed_knots(self.raw, self.calibrated), levels)
 
     def inverse(self, levels: ArrayLike) -> jax.Array:
         """Raw levels ``R^{-1}(levels)`` (generalized inverse).
@@ -72,9 +71,24 @@ class IsotonicLevelCalibrator:
         Array
             The raw levels, same shape.
         """
-        p = _as_levels(levels, self.raw.dtype)
-        out = interp(p, self.calibrated, self.raw)
-        return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
+        return _map_levels(*_bucketed_knots(self.calibrated, self.raw), levels)
+
+
+def _bucketed_knots(xp: jax.Array, fp: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Knots in host memory padded to their bucket by repeating the last knot, (1, 1):
+    the map is unchanged and one program serves calibrators of many sizes."""
+    if not (_v.host_resident(xp) and _v.host_resident(fp) and xp.ndim == 1):
+        return xp, fp
+    size = bucket_size(xp.shape[0])
+    return pad_axis(xp, size), pad_axis(fp, size)
+
+
+@_v.validated(fuse=True, bucket={"levels": -1}, per_observation=-1)
+def _map_levels(xp: jax.Array, fp: jax.Array, levels: ArrayLike) -> jax.Array:
+    """Interpolate ``levels`` through the knots ``(xp, fp)``; 0 and 1 stay fixed."""
+    p = _as_levels(levels, xp.dtype)
+    out = interp(p, xp, fp)
+    return jnp.where(p <= 0, 0.0, jnp.where(p >= 1, 1.0, out)).astype(p.dtype)
 
 
 def _as_levels(levels, dtype):
@@ -84,18 +98,31 @@ def _as_levels(levels, dtype):
 
 
 @jax.jit
-def _fit_isotonic_kernel(u):
+def _fit_isotonic_kernel(u, mask=None):
+    """The knots; ``mask``: the real values of a padded bucket.
+
+    The padding is set above 1 so that it sorts last and counts in no real value's
+    ECDF; its knots become (1, 1) after the real ones, so the first ``n + 2`` knots
+    are exactly those of the unpadded fit (and the extra ones change no value).
+    """
+    dtype = u.dtype
+    if mask is not None:
+        u = jnp.where(mask, u, jnp.asarray(2, dtype))
     s = sort_last_axis(u)
-    n = s.shape[-1]
-    ecdf = jnp.searchsorted(s, s, side="right").astype(s.dtype) / n
-    zero = jnp.zeros((1,), s.dtype)
-    one = jnp.ones((1,), s.dtype)
-    return IsotonicLevelCalibrator(
-        jnp.concatenate([zero, s, one]), jnp.concatenate([zero, ecdf, one])
-    )
+    n = s.shape[-1] if mask is None else jnp.sum(mask, dtype=jnp.int32)
+    ecdf = jnp.searchsorted(s, s, side="right").astype(dtype) / jnp.asarray(n, dtype)
+    zero = jnp.zeros((1,), dtype)
+    one = jnp.ones((1,), dtype)
+    raw = jnp.concatenate([zero, s, one])
+    calibrated = jnp.concatenate([zero, ecdf, one])
+    if mask is not None:
+        tail = jnp.arange(raw.shape[0]) > n  # the padding's knots, after the real ones
+        raw = jnp.where(tail, one, raw)
+        calibrated = jnp.where(tail, one, calibrated)
+    return IsotonicLevelCalibrator(raw, calibrated)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket={"pit": -1}, per_observation=(-1, 2))
 def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     r"""Fit Kuleshov et al.'s isotonic recalibrator on calibration-split PIT values.
 
@@ -128,7 +155,8 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     >>> [round(v, 3) for v in r.inverse([0.5]).tolist()]
     [0.2]
     """
-    return _fit_isotonic_kernel(_v.check_pit(pit))
+    u = _v.check_pit(pit)
+    return _fit_isotonic_kernel(u, _v.observation_mask(u.shape[-1]))
 
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
