@@ -6,9 +6,11 @@ BadZipFile, before the loader moved to the core (issue "Hardening").
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import stat
 import zipfile
 
 import numpy as np
@@ -177,3 +179,85 @@ def test_regression_calibrators_round_trip(tmp_path):
         save_calibrator(cal, path)
         back = load_calibrator(path)
         assert type(back) is type(cal) and back == cal
+
+
+# ------------------------------------------------------ saving never loses the old file
+# Issue "Nothing lost, nothing silent", item 2: save_calibrator wrote in place, so a
+# failed overwrite (a full disk) left a truncated file and the previous calibrator was
+# gone; a folder or a FIFO at the path was opened for writing (the FIFO blocked).
+
+
+def _leftovers(folder):
+    return sorted(n for n in os.listdir(folder) if n.startswith(".tmp-"))
+
+
+def test_failed_overwrite_keeps_the_previous_file(tmp_path, monkeypatch):
+
+    old = clf.fit_platt(Y, P)
+    path = os.path.join(tmp_path, "cal.npz")
+    save_calibrator(old, path)
+    before = open(path, "rb").read()
+    real_savez = np.savez
+
+    def full_disk(fh, **entries):  # writes part of the archive, then the disk is full
+        buf = io.BytesIO()
+        real_savez(buf, **entries)
+        fh.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+        fh.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(OSError) as info:
+        save_calibrator(clf.fit_isotonic(Y, P), path)
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert open(path, "rb").read() == before
+    assert load_calibrator(path) == old
+    assert _leftovers(tmp_path) == []
+
+
+def test_interrupted_save_leaves_no_temporary_file(tmp_path, monkeypatch):
+    path = os.path.join(tmp_path, "cal.npz")
+
+    def interrupted(fh, **entries):
+        fh.write(b"PK\x03\x04partial")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_calibrator(clf.fit_platt(Y, P), path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_replaced_file_keeps_its_mode_and_links_are_followed(tmp_path):
+    path = os.path.join(tmp_path, "cal.npz")
+    save_calibrator(clf.fit_platt(Y, P), path)
+    os.chmod(path, 0o640)
+    link = os.path.join(tmp_path, "link.npz")
+    os.symlink(path, link)
+    new = clf.fit_isotonic(Y, P)
+    save_calibrator(new, link)
+    assert os.path.islink(link) and load_calibrator(path) == new
+    assert os.stat(path).st_mode & 0o777 == 0o640
+    assert _leftovers(tmp_path) == []
+
+
+def test_folder_or_special_file_at_the_path_is_refused(tmp_path):
+    cal = clf.fit_platt(Y, P)
+    folder = tmp_path / "a_folder"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    with pytest.raises(ValueError, match="path .*a_folder.* is an existing folder"):
+        save_calibrator(cal, folder)
+    assert folder.is_dir() and (folder / "keep.txt").read_text() == "mine"
+    fifo = tmp_path / "a_fifo"  # stands for a device: not a regular file
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="path .*a_fifo.* not a regular file"):
+        save_calibrator(cal, fifo)
+    link = tmp_path / "to_fifo"
+    os.symlink(fifo, link)
+    with pytest.raises(ValueError, match="not a regular file"):
+        save_calibrator(cal, link)
+    assert os.path.islink(link)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert _leftovers(tmp_path) == []

@@ -196,15 +196,15 @@ def test_failed_write_leaves_nothing_behind(tmp_path, capsys, good_csv):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no .tmp-* folder
 
 
-def test_existing_file_is_not_overwritten_without_force(tmp_path, capsys, good_csv):
-    # issue 12: --out naming an existing file ended in a traceback
+def test_existing_file_is_never_overwritten(tmp_path, capsys, good_csv):
+    # issue 12: --out naming an existing file ended in a traceback; issue "Nothing
+    # lost, nothing silent": with --force the file was replaced by a folder (more cases
+    # in test_cli_output.py)
     target = write(tmp_path / "precious.txt", "keep me")
-    code, _, err = evaluate(capsys, good_csv[0], "--out", target, "--no-plots")
-    assert_one_line_error(code, err, r"is an existing file, not a folder.*--force")
-    assert target.read_text() == "keep me"
-    code, _, err = evaluate(capsys, good_csv[0], "--out", target, "--no-plots", "--force")
-    assert code == 0, err
-    assert (target / "report.json").is_file()
+    for force in ([], ["--force"]):
+        code, _, err = evaluate(capsys, good_csv[0], "--out", target, "--no-plots", *force)
+        assert_one_line_error(code, err, r"is a regular file, not a folder; choose another")
+        assert target.read_text() == "keep me"
 
 
 def test_force_overwrites_report_files_and_keeps_others(tmp_path, capsys, good_csv):

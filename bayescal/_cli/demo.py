@@ -245,6 +245,10 @@ def _write_plots(out_dir, pits, probs, y_te):
     return written
 
 
+#: Every file the demo writes into --out: --force replaces these and nothing else.
+REPORT_FILES = ("report.json", "calibration_curve.png", "pit_ecdf.png", "reliability_diagram.png")
+
+
 def run_demo(
     *,
     out: str,
@@ -257,14 +261,15 @@ def run_demo(
     """Run the demo, print the report and write it (JSON) into ``out``.
 
     The folder is written all at once when everything succeeded (see
-    :func:`bayescal._cli.output.staged_output`); an existing non-empty ``out`` is
-    refused before any work unless ``force``.
+    :func:`bayescal._cli.output.staged_output`); refused before any work: an existing
+    non-empty ``out`` unless ``force``, and with or without it an ``out`` that is not a
+    folder or holds a folder or special file named like a report file.
     """
     from numpyro.infer import MCMC, NUTS
 
     t0 = time.perf_counter()
     out_dir = pathlib.Path(out)
-    check_target(out_dir, force=force)
+    check_target(out_dir, force=force, names=REPORT_FILES)
     rng = np.random.default_rng(seed)
 
     data = load_diabetes()

@@ -384,6 +384,17 @@ def _loo_report(src: DrawSource, dtype, num_levels, seed, integer) -> dict[str, 
 
 
 # ------------------------------------------------------------------------------ run
+#: Every file a report may write into --out: --force replaces these and nothing else.
+REPORT_FILES = (
+    "report.json",
+    "calibration_quantile.png",
+    "calibration_interval.png",
+    "pit_ecdf.png",
+    "reliability.png",
+    "loo_pit_ecdf.png",
+)
+
+
 def run_evaluate(
     file: str,
     *,
@@ -400,7 +411,7 @@ def run_evaluate(
     loo: bool = True,
 ) -> dict[str, Any]:
     out_dir = pathlib.Path(out)
-    check_target(out_dir, force=force)  # refuse before any work
+    check_target(out_dir, force=force, names=REPORT_FILES, inputs=[file])  # before any work
     dtype = compute_dtype()
     task = load_task(file, fmt=fmt, var_name=var_name, layout=layout)
     try:
@@ -484,7 +495,7 @@ def run_evaluate(
     }
     if loo_result is not None:
         report["loo"] = {k: loo_result[k] for k in ("metrics", "pareto_k", "randomized")}
-    with staged_output(out_dir, force=force) as tmp:
+    with staged_output(out_dir, force=force, inputs=[file]) as tmp:
         names = _write_plots(kind, result, tmp) if plots else []
         if plots and loo_result is not None:
             names.append(_save_pit_ecdf(loo_result["_pit"], tmp, "loo_pit_ecdf.png",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
+import stat
 import zipfile
 from collections.abc import Callable
 from typing import Any
@@ -168,12 +171,20 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
     calibrator : fitted calibrator
         What a ``fit_*`` function returned.
     path : str or path-like
-        File to write (written as given; no suffix is added).
+        File to write (written as given; no suffix is added). An existing file is
+        replaced whole and atomically; a symbolic link is followed (its target is
+        replaced, the link kept).
 
     Raises
     ------
     TypeError
         When ``calibrator`` is not a fitted object of bayescal.
+    ValueError
+        When ``path`` is an existing folder or not a regular file (a device, a FIFO,
+        a socket): nothing is written there.
+    OSError
+        When the file cannot be written (e.g. ``ENOSPC``, a full disk): the previous
+        file at ``path``, if any, is left as it was and no temporary file remains.
 
     See Also
     --------
@@ -186,6 +197,11 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
     fields and the format version (``bayescal.calibrator/1``). Nothing is pickled, so a
     file can never run code. The round trip is exact: same class, same options,
     bitwise-equal arrays of the same dtype.
+
+    The file is written to a temporary file in the same folder, flushed to disk
+    (``fsync``) and renamed over ``path`` (``os.replace``): a failed or interrupted
+    save never leaves a truncated file, and the previous calibrator stays loadable. A
+    new file gets the mode of the user's umask, a replaced one keeps its mode.
 
     Examples
     --------
@@ -202,8 +218,63 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
     spec = {"format": FORMAT, "calibrator": _encode(calibrator, arrays, "")}
     blob = np.frombuffer(json.dumps(spec).encode("utf-8"), dtype=np.uint8)
     entries: dict[str, Any] = arrays
-    with open(path, "wb") as fh:
-        np.savez(fh, __spec__=blob, **entries)
+    target = _save_target(path)
+    tmp, fd = _create_temporary(target)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, __spec__=blob, **entries)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))  # keep a replaced mode
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(os.path.dirname(target))
+
+
+def _save_target(path: str | os.PathLike) -> str:
+    """The regular file that ``save_calibrator(..., path)`` replaces (links followed)."""
+    name = os.fspath(path)
+    target = os.path.realpath(name)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    if stat.S_ISDIR(mode):
+        raise ValueError(
+            f"save_calibrator: path {name!r} is an existing folder; give a file path "
+            "(e.g. inside it: os.path.join(path, 'calibrator.npz'))"
+        )
+    if not stat.S_ISREG(mode):
+        raise ValueError(
+            f"save_calibrator: path {name!r} exists and is not a regular file (a "
+            "device, FIFO or socket); nothing was written; give a file path"
+        )
+    return target
+
+
+def _create_temporary(target: str) -> tuple[str, int]:
+    """A new file beside ``target`` (same filesystem), created with the umask's mode."""
+    folder, base = os.path.split(target)
+    while True:
+        tmp = os.path.join(folder, f".tmp-bayescal-{secrets.token_hex(6)}-{base[:64]}")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+
+
+def _fsync_folder(folder: str) -> None:
+    """Flush the rename to disk where the platform allows it (best effort)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder or ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 # ------------------------------------------------------------------------ decoding
