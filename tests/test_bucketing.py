@@ -45,8 +45,17 @@ def _recalibrator():
     return R.fit_isotonic_recalibrator(np.linspace(0.01, 0.99, 300) ** 2)
 
 
+@functools.cache
+def _isotonic():
+    x = np.linspace(0.0, 1.0, 300)
+    return C.fit_isotonic((np.sin(40 * x) > 0.5 - x).astype(int), x)
+
+
 # name: (function, positional inputs, keyword options)
 CASES = {
+    "fit_isotonic": (C.fit_isotonic, ("labels", "p"), {}),
+    "fit_isotonic_ties": (lambda y, p: C.fit_isotonic(y, np.round(p, 1)), ("labels", "p"), {}),
+    "isotonic_calibrator_call": (lambda p: _isotonic()(p), ("p",), {}),
     "fit_isotonic_recalibrator": (R.fit_isotonic_recalibrator, ("u",), {}),
     "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),
     "isotonic_recalibrator_inverse": (lambda u: _recalibrator().inverse(u), ("u",), {}),

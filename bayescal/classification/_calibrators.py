@@ -23,6 +23,7 @@ import numpy as np
 
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.binning import bin_index
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
@@ -323,11 +324,21 @@ class IsotonicCalibrator:
 
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
-        s = _scores(y_score, "y_score", probabilities=False)
-        return _isotonic_apply(self.thresholds, self.values, s)
+        knots = (self.thresholds, self.values)
+        if all(_v.host_resident(k) and k.ndim == 1 for k in knots):
+            # the last knot repeated: the same map, one program for many sizes
+            size = bucket_size(self.thresholds.shape[0])
+            knots = tuple(pad_axis(k, size) for k in knots)
+        return _apply_isotonic(*knots, y_score)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket={"y_score": -1}, per_observation=-1)
+def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> jax.Array:
+    s = _scores(y_score, "y_score", probabilities=False)
+    return _isotonic_apply(thresholds, values, s)
+
+
+@_v.validated(fuse=True, bucket={"y_true": 0, "y_score": 0}, per_observation=0)
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
@@ -377,7 +388,10 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     [0.0, 0.25, 1.0, 1.0]
     """
     y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
-    fit = isotonic_fit(s, y)  # sort, pool ties, PAV; padded to N knots
+    # In a bucketed call the padding (copies of the last observation) gets weight 0:
+    # pooled with that observation's tie, it changes no fitted value.
+    w = _v.mask_weights(None, s.shape, s.dtype)
+    fit = isotonic_fit(s, y, w)  # sort, pool ties, PAV; padded to N knots
     return IsotonicCalibrator(fit.thresholds, fit.values.astype(s.dtype))
 
 
