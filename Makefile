@@ -184,11 +184,13 @@ lint: $(VENV)/.lint-installed
 	$(BIN)/ruff format --check bayescal tests benchmarks
 	$(BIN)/mypy bayescal
 
-# The notebooks' kernels share the tests' JAX compilation cache (.jax_cache): a second
-# build compiles little.
+# The notebooks' kernels keep a JAX compilation cache of their own (.jax_cache/docs): a
+# second build compiles little. Not the tests' .jax_cache itself: JAX writes entries in
+# place, and a build running beside `make test` read half-written ones ("incomplete or
+# truncated stream"); the tests' processes publish theirs atomically (tests/conftest.py).
 docs: $(VENV)/.docs-installed
 	rm -rf docs/_build docs/api/generated docs/api/modules docs/tutorials
-	JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.jax_cache JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
+	JAX_COMPILATION_CACHE_DIR=$(CURDIR)/.jax_cache/docs JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 \
 		$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
 	$(PY) -m pytest -q -p no:xdist -m docs tests/test_docs.py
 

@@ -4,11 +4,20 @@ Errors in user input (bad files, bad options, values the compute dtype cannot ho
 an output folder that cannot be written) end with one line on stderr naming the
 problem and exit status 2, never a traceback. Output folders are written all at once
 or not at all, and never overwrite anything without ``--force``.
+
+Both commands switch on JAX's persistent compilation cache
+(:func:`bayescal.enable_compilation_cache`, in the user's cache folder or
+``--cache-dir`` / ``$BAYESCAL_CACHE_DIR``; a directory set for JAX with
+``$JAX_COMPILATION_CACHE_DIR`` is kept), so that a second run loads its compiled
+programs instead of compiling them. ``--no-cache`` (or ``BAYESCAL_NO_CACHE=1``)
+leaves it off.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from bayescal._cli import options as _o
@@ -19,6 +28,36 @@ __all__ = ["main"]
 
 def _range(bounds: tuple[int, int]) -> str:
     return f"{bounds[0]}..{bounds[1]}"
+
+
+def _add_cache_options(command: OneLineParser) -> None:
+    command.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="do not use JAX's persistent compilation cache (also: BAYESCAL_NO_CACHE=1)",
+    )
+    command.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="compilation cache folder (default: $BAYESCAL_CACHE_DIR, else JAX's "
+        "configured one, else ~/.cache/bayescal/jax or the platform's cache folder)",
+    )
+
+
+def _enable_cache(args) -> None:
+    """The command line's compilation cache: on unless --no-cache / BAYESCAL_NO_CACHE."""
+    if args.no_cache or os.environ.get("BAYESCAL_NO_CACHE", "") not in ("", "0"):
+        return
+    path = args.cache_dir or os.environ.get("BAYESCAL_CACHE_DIR") or None
+    from bayescal._src.compilation_cache import enable_compilation_cache
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the user's choice of folder is the answer
+            enable_compilation_cache(path, concurrent=True)
+    except (OSError, ValueError) as err:
+        # a cache is an optimisation: say why it is off, and go on without it
+        print(f"bayescal: compilation cache off: {err}", file=sys.stderr)
 
 
 def _build_parser() -> OneLineParser:
@@ -67,6 +106,7 @@ def _build_parser() -> OneLineParser:
         help=f"warm-up steps, {_range(_o.NUM_WARMUP)} (default: %(default)s)",
     )
     demo.add_argument("--quiet", action="store_true", help="no progress bar while sampling")
+    _add_cache_options(demo)
     ev = sub.add_parser(
         "evaluate",
         help="compute calibration metrics of predictions stored in a file",
@@ -145,6 +185,7 @@ def _build_parser() -> OneLineParser:
         help="NetCDF/zarr with a log_likelihood group: skip the PSIS-LOO PIT metrics "
         "(computed by default, with the draws in memory)",
     )
+    _add_cache_options(ev)
     return parser
 
 
@@ -159,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         command = f"bayescal {args.command}"
+        _enable_cache(args)
         if args.command == "demo":
             from bayescal._cli.demo import run_demo
 

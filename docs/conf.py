@@ -56,6 +56,7 @@ API_MODULES = [
     ("bayescal.arviz", "ArviZ adapter"),
     ("bayescal.plot", "Plots"),
     ("bayescal.datasets", "Bundled datasets"),
+    ("bayescal", "Top level: the compilation cache"),
 ]
 
 
@@ -91,6 +92,8 @@ def _write_api_pages() -> None:
         groups: dict[str, list[str]] = {}
         reexports: list[str] = []
         for name in mod.__all__:
+            if name.startswith("_"):  # bayescal.__version__
+                continue
             home = canonical_module(modname, name)
             if home != modname:
                 reexports.append(f":py:obj:`{name} <{home}.{name}>`")

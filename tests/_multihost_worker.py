@@ -5,10 +5,15 @@ jax.make_array_from_process_local_data and the curve computed on it, and also by
 merging the two processes' accumulator states with a psum over the global mesh.
 """
 
+import os
 import sys
 
 import jax
 
+import bayescal
+
+if os.environ.get("BAYESCAL_CACHE_DIR"):  # the tests' shared cache (tests/conftest.py)
+    bayescal.enable_compilation_cache(os.environ["BAYESCAL_CACHE_DIR"], concurrent=True)
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 port, pid = int(sys.argv[1]), int(sys.argv[2])
 jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)

@@ -4,6 +4,7 @@ Every metric on inputs sharded over a 1-D Mesh with NamedSharding against the sa
 metric on unsharded inputs. Prints one line per metric and "ALL OK" at the end.
 """
 
+import os
 import sys
 
 import jax
@@ -11,8 +12,12 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+import bayescal
 from bayescal import classification as C
 from bayescal import regression as R
+
+if os.environ.get("BAYESCAL_CACHE_DIR"):  # the tests' shared cache (tests/conftest.py)
+    bayescal.enable_compilation_cache(os.environ["BAYESCAL_CACHE_DIR"], concurrent=True)
 
 assert jax.device_count() == 8, jax.device_count()
 mesh = Mesh(np.array(jax.devices()), ("d",))

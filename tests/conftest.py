@@ -19,17 +19,27 @@ X64 = bool(jax.config.jax_enable_x64)
 # and x64 runs compile different programs, so they do not collide. Every program is
 # cached, however quick to compile: most of the suite's ~5000 compilations take
 # 10-100 ms each, and together they are most of its time (a second run of the float32
-# tests takes ~40% of the first).
+# tests takes ~40% of the first). The workers write at the same time, and JAX writes
+# entries in place (a reader could load a truncated one): concurrent=True makes each
+# process write into a private folder and publish its entries atomically at exit.
 _CACHE = os.environ.get(
     "BAYESCAL_JAX_CACHE", os.path.join(os.path.dirname(__file__), "..", ".jax_cache")
 )
+# The command line and the test scripts run in subprocesses read these: never the real
+# home cache.
+for _name in ("JAX_COMPILATION_CACHE_DIR", "BAYESCAL_CACHE_DIR", "BAYESCAL_NO_CACHE"):
+    os.environ.pop(_name, None)
 if _CACHE:
-    jax.config.update("jax_compilation_cache_dir", os.path.abspath(_CACHE))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    # and for the subprocesses (the command line, multi-host and sharded runs), which
-    # otherwise compiled every program afresh on every run
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = os.path.abspath(_CACHE)
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    import warnings
+
+    import bayescal
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # replacing a JAX_COMPILATION_CACHE_DIR: intended
+        bayescal.enable_compilation_cache(os.path.abspath(_CACHE), concurrent=True)
+    os.environ["BAYESCAL_CACHE_DIR"] = os.path.abspath(_CACHE)
+else:
+    os.environ["BAYESCAL_NO_CACHE"] = "1"
 
 
 # Every XLA compilation in this process, while `_COMPILES` is a list (jax.monitoring has

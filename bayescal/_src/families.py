@@ -10,7 +10,6 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.special
 from jax.scipy.special import betainc, gammaln, ndtr, ndtri
 
 __all__ = ["FAMILIES", "log_density", "cdf", "quantile"]
@@ -51,6 +50,8 @@ def cdf(z: jax.Array, family: str, df) -> jax.Array:
 
 
 def _host_t_quantile(p: np.ndarray, df: np.ndarray) -> np.ndarray:
+    import scipy.special  # lazily: ~0.1 s to import, needed only for Student-t quantiles
+
     return scipy.special.stdtrit(
         np.asarray(df, np.float64), np.asarray(p, np.float64)
     ).astype(np.asarray(p).dtype)

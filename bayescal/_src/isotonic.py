@@ -16,12 +16,15 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy.optimize import isotonic_regression as _scipy_isotonic
 
 __all__ = ["isotonic_kernel"]
 
 
 def _host_pav(y: np.ndarray, w: np.ndarray, increasing: bool) -> np.ndarray:
+    # Imported here, not at module import: scipy.optimize costs ~0.2 s to import and
+    # most users of bayescal.regression / classification never run PAV.
+    from scipy.optimize import isotonic_regression as _scipy_isotonic
+
     y = np.asarray(y)
     w = np.broadcast_to(np.asarray(w), y.shape)
     if y.ndim == 1:
