@@ -2,6 +2,9 @@
 
 Each module defines ``main(quick: bool) -> list[dict]`` (rows from ``_common.row``) and
 checks that bayescal and the peer agree before timing. ``--quick`` uses smaller inputs.
+``bench_cold`` (first calls and new N, with and without the persistent compilation
+cache) runs its measurements in fresh processes and also prints the markdown section
+"First call and new N (cold start)" of docs/benchmarks.md.
 """
 
 from __future__ import annotations
