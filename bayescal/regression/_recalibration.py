@@ -152,7 +152,7 @@ class SigmaScalingCalibrator:
 
     def __call__(self, scale: ArrayLike) -> jax.Array:
         s = _v.as_float_array(scale, "scale")
-        return (s * self.factor).astype(s.dtype)
+        return newton.apply_bucketed(_sigma_apply, self.factor, s)
 
     def pit(self, y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
         """PIT values of the rescaled predictive (same family, scale multiplied).
@@ -187,24 +187,54 @@ def _prep_lss(y_true, loc, scale):
     return y, m, s
 
 
+@newton.fast_jit
+def _sigma_apply(factor, s):
+    return (s * factor).astype(s.dtype)
+
+
+def _sigma_objective(z, weights, family, df):
+    r"""The family's NLL in theta = log s, with its derivatives written out.
+
+    Per observation, with :math:`t = z e^{-\theta}` and :math:`\ell(t) = -\log f(t)`:
+    loss :math:`\theta + \ell(t)`, derivative :math:`1 - t\ell'(t)`, second derivative
+    :math:`t\ell'(t) + t^2\ell''(t)`: :math:`2t^2` (Normal), :math:`|t|` (Laplace,
+    where :math:`\ell'' = 0` almost everywhere) and :math:`2\nu(\nu + 1)t^2 /
+    (\nu + t^2)^2` (Student-t). Equal to forward-mode autodiff of the loss, with
+    fewer operations to compile.
+    """
+
+    def objective(x):
+        theta = x[0]
+        t = z * jnp.exp(-theta)
+        loss = theta - _fam.log_density(t, family, df)
+        t2 = t * t
+        if family == "normal":
+            tl, h = t2, 2 * t2
+        elif family == "laplace":
+            tl = jnp.abs(t)
+            h = tl
+        else:
+            nu = jnp.asarray(df, z.dtype)
+            tl = (nu + 1) * t2 / (nu + t2)
+            h = 2 * nu * (nu + 1) * t2 / ((nu + t2) * (nu + t2))
+        rows = jnp.stack([loss, 1 - tl, h, jnp.abs(loss)]) * weights
+        sums = newton.accurate_sum(jax.lax.optimization_barrier(rows), axis=-1)
+        return newton.Derivatives(sums[0], sums[1:2], sums[2:3].reshape(1, 1), sums[3])
+
+    return objective
+
+
 @functools.partial(jax.jit, static_argnames=("family", "df"))
 def _fit_log_factor(z, weights, family, df):
     """Minimise the family's NLL over theta = log s with the shared Newton solver.
 
     In theta the NLL of all three families is strictly convex (its second derivative
     is a sum of positive terms), so damped Newton from the Normal MLE converges.
-    ``z`` is padded with zero ``weights``.
+    ``weights`` are 0 for padding.
     """
-
-    def loss(x):
-        theta = x[0]
-        return theta - _fam.log_density(z * jnp.exp(-theta), family, df)
-
     n = jnp.sum(weights)
     theta0 = 0.5 * jnp.log(newton.accurate_sum(weights * z * z) / n)
-    res = newton.minimize(
-        lambda x: newton.derivative_sums(loss, x, weights), theta0[None]
-    )
+    res = newton.minimize(_sigma_objective(z, weights, family, df), theta0[None])
     return res.x[0]
 
 
@@ -264,11 +294,12 @@ def fit_sigma_scaling(
         df = float(df)
     elif df is not None:
         raise ValueError(f"df is only used with family='student_t'; got family={family!r}.")
-    return _fit_sigma_scaling(y_true, loc, scale, family, df)
+    return newton.bucketed_fit(
+        _fit_sigma_scaling, (y_true, loc, scale), dict(family=family, df=df)
+    )
 
 
-@_v.validated
-def _fit_sigma_scaling(y_true, loc, scale, family, df):
+def _fit_sigma_scaling(y_true, loc, scale, n, *, family, df):
     y, m, s = _prep_lss(y_true, loc, scale)
     resid = jnp.broadcast_to(y - m, y.shape)
     _v.record(
@@ -283,13 +314,15 @@ def _fit_sigma_scaling(y_true, loc, scale, family, df):
             "y_true itself and that the calibration split is held out"
         ),
     )
-    z = resid / s
+    z = jnp.ravel(resid / s)
+    # n real observations (the rest is padding from newton.bucketed_fit) or all of them
+    weights = newton.mask_weights(n, z.shape[0], z.dtype)
+    if weights is None:
+        weights = jnp.ones_like(z)
     if family == "normal":
-        n = z.shape[0] if z.ndim else 1
-        factor = jnp.sqrt(newton.accurate_sum(jnp.ravel(z * z)) / n)
+        factor = jnp.sqrt(newton.accurate_sum(weights * z * z) / jnp.sum(weights))
     else:
-        (zp,), weights = newton.pad_observations(jnp.ravel(z))
-        factor = jnp.exp(_fit_log_factor(zp, weights, family, df))
+        factor = jnp.exp(_fit_log_factor(z, weights, family, df))
     return SigmaScalingCalibrator(factor.astype(y.dtype), family, df)
 
 
