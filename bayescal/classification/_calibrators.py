@@ -636,14 +636,9 @@ def _temperature_objective(z: jax.Array, z_true: jax.Array, weights: jax.Array):
         mean = jnp.sum(q * z, axis=-1)
         grad = mean - z_true
         hess = jnp.sum(q * (z - mean[..., None]) ** 2, axis=-1)
-        rows = jnp.stack([loss, grad, hess]) * weights
-        sums = newton.accurate_sum(jax.lax.optimization_barrier(rows), axis=-1)
-        return newton.Derivatives(
-            sums[0],
-            sums[1:2],
-            sums[2:3].reshape(1, 1),
-            sums[0],  # the losses are >= 0
-        )
+        rows = jax.lax.optimization_barrier((loss * weights, grad * weights, hess * weights))
+        value, g, h = (newton.accurate_sum(a) for a in rows)
+        return newton.Derivatives(value, g[None], h[None, None], value)  # losses >= 0
 
     return objective
 

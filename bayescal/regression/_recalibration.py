@@ -232,9 +232,11 @@ def _sigma_objective(z, weights, family, df):
             loss = theta + const + (nu + 1) / 2 * jnp.log1p(t2 / nu)
             tl = (nu + 1) * t2 / (nu + t2)
             h = 2 * nu * (nu + 1) * t2 / ((nu + t2) * (nu + t2))
-        rows = jnp.stack([loss, 1 - tl, h, jnp.abs(loss)]) * weights
-        sums = newton.accurate_sum(jax.lax.optimization_barrier(rows), axis=-1)
-        return newton.Derivatives(sums[0], sums[1:2], sums[2:3].reshape(1, 1), sums[3])
+        loss, tl, h = jax.lax.optimization_barrier((loss * weights, tl, h * weights))
+        value, g, hh, mag = (
+            newton.accurate_sum(a) for a in (loss, (1 - tl) * weights, h, jnp.abs(loss))
+        )
+        return newton.Derivatives(value, g[None], hh[None, None], mag)
 
     return objective
 
