@@ -59,20 +59,41 @@ def _data(n: int, seed: int = 0) -> dict:
 FITS = {
     "platt": (clf.fit_platt, ("lab", "p"), {}, "p"),
     "platt_score_hard": (
-        clf.fit_platt, ("lab", "score"), {"input": "score", "soft_labels": False}, "score"
+        clf.fit_platt,
+        ("lab", "score"),
+        {"input": "score", "soft_labels": False},
+        "score",
     ),
     "platt_eps": (clf.fit_platt, ("lab", "p"), {"eps": 1e-6}, "p"),
     "beta": (clf.fit_beta, ("lab", "p"), {}, "p"),
     "temperature": (clf.fit_temperature, ("cls", "logits3"), {}, "logits3"),
     "temperature_binary": (clf.fit_temperature, ("lab", "score"), {}, "score"),
-    "one_vs_rest_platt": (clf.fit_one_vs_rest, ("cls", "probs3"), {"method": "platt"}, "probs3"),
-    "one_vs_rest_beta": (clf.fit_one_vs_rest, ("cls", "probs3"), {"method": "beta"}, "probs3"),
+    "one_vs_rest_platt": (
+        clf.fit_one_vs_rest,
+        ("cls", "probs3"),
+        {"method": "platt"},
+        "probs3",
+    ),
+    "one_vs_rest_beta": (
+        clf.fit_one_vs_rest,
+        ("cls", "probs3"),
+        {"method": "beta"},
+        "probs3",
+    ),
     "sigma_normal": (reg.fit_sigma_scaling, ("y", "loc", "scale"), {}, "scale"),
     "sigma_student_t": (
-        reg.fit_sigma_scaling, ("y", "loc", "scale"), {"family": "student_t", "df": 4.0}, "scale"
+        reg.fit_sigma_scaling,
+        ("y", "loc", "scale"),
+        {"family": "student_t", "df": 4.0},
+        "scale",
     ),
-    "sigma_laplace": (reg.fit_sigma_scaling, ("y", "loc", "scale"), {"family": "laplace"}, "scale"),
-}  # fmt: skip
+    "sigma_laplace": (
+        reg.fit_sigma_scaling,
+        ("y", "loc", "scale"),
+        {"family": "laplace"},
+        "scale",
+    ),
+}
 
 
 def _fit(name: str, data: dict):
@@ -152,17 +173,37 @@ def _garbage_padding(x: np.ndarray, size: int, fill) -> np.ndarray:
 @pytest.mark.parametrize(
     "core, arrays, fills, options",
     [
-        (_cal._fit_platt, ("lab", "p"), (1.0, 0.999), dict(input="prob", soft_labels=True, eps=None)),
+        (
+            _cal._fit_platt,
+            ("lab", "p"),
+            (1.0, 0.999),
+            dict(input="prob", soft_labels=True, eps=None),
+        ),
         (_cal._fit_beta, ("lab", "p"), (0.0, 0.9), dict(eps=None)),
         (_cal._fit_temperature, ("cls", "logits3"), (2, [9.0, 0.0, -9.0]), {}),
         (
-            _cal._fit_ovr_parametric, ("cls", "probs3"), (0, [0.01, 0.01, 0.98]),
-            dict(method="platt", options=(("eps", None), ("input", "prob"), ("soft_labels", True))),
+            _cal._fit_ovr_parametric,
+            ("cls", "probs3"),
+            (0, [0.01, 0.01, 0.98]),
+            dict(
+                method="platt",
+                options=(("eps", None), ("input", "prob"), ("soft_labels", True)),
+            ),
         ),
-        (_rec._fit_sigma_scaling, ("y", "loc", "scale"), (50.0, 0.0, 0.1), dict(family="student_t", df=3.0)),
-        (_rec._fit_sigma_scaling, ("y", "loc", "scale"), (50.0, 0.0, 0.1), dict(family="normal", df=None)),
+        (
+            _rec._fit_sigma_scaling,
+            ("y", "loc", "scale"),
+            (50.0, 0.0, 0.1),
+            dict(family="student_t", df=3.0),
+        ),
+        (
+            _rec._fit_sigma_scaling,
+            ("y", "loc", "scale"),
+            (50.0, 0.0, 0.1),
+            dict(family="normal", df=None),
+        ),
     ],
-)  # fmt: skip
+)
 def test_padding_rows_carry_no_weight(core, arrays, fills, options):
     # The bucketed core, given n = 1000 real rows and 536 rows of (valid) values far
     # from the data, must return the fit of the 1000 rows alone.
@@ -292,3 +333,31 @@ def test_warnings_of_converged_fits_stay_quiet():
         warnings.simplefilter("error")
         clf.fit_one_vs_rest(d["cls"], d["probs3"], method="beta")
         clf.fit_platt(d["lab"], d["p"])
+
+
+@pytest.mark.parametrize(
+    "fit, args",
+    [
+        (clf.fit_platt, ([], [])),
+        (clf.fit_beta, (np.zeros(0), np.zeros(0))),
+        (clf.fit_temperature, (np.zeros(0, int), np.zeros((0, 3)))),
+        (reg.fit_sigma_scaling, ([], [], [])),
+    ],
+)
+def test_empty_inputs_raise_the_named_error_not_a_padding_error(fit, args):
+    # np.pad cannot repeat the last row of an empty array: the empty input must reach
+    # the validation's own message
+    with pytest.raises(ValueError, match="is empty"):
+        fit(*args)
+
+
+def test_sigma_scaling_of_a_2d_split_is_the_closed_form_over_all_values():
+    # Laves et al. (2020): s = sqrt(mean(((y - loc) / scale)^2)) over every value; the
+    # unpadded path of the program divides by the number of values, not of rows.
+    r = np.random.default_rng(15)
+    y = r.normal(size=(40, 7)).astype(DT) * 1.9
+    ref = np.sqrt(np.mean(y.astype(np.float64) ** 2))
+    got = reg.fit_sigma_scaling(y, np.zeros_like(y), np.ones_like(y))
+    np.testing.assert_allclose(float(got.factor), ref, rtol=RTOL)
+    flat = reg.fit_sigma_scaling(y.ravel(), np.zeros(y.size, DT), np.ones(y.size, DT))
+    np.testing.assert_allclose(float(got.factor), float(flat.factor), rtol=RTOL)

@@ -472,7 +472,7 @@ def _host_paddable(arrays: tuple) -> tuple | None:
                 return None
             if a.dtype.kind not in "biuf":
                 return None
-        if a.ndim == 0 or a.shape[0] != np.shape(arrays[0])[0]:
+        if a.ndim == 0 or a.shape[0] == 0 or a.shape[0] != np.shape(arrays[0])[0]:
             return None
         out.append(a)
     return tuple(out)
@@ -498,14 +498,15 @@ def bucketed_fit(
     default ``core`` unpadded through the ordinary validated path, which raises the
     detailed error, or makes the result NaN under tracing).
     """
-    host = _host_paddable(arrays)
-    if host is not None:
-        n = int(host[0].shape[0])
-        size = bucket_size(n)
-        args = tuple(pad_axis(a, size, axis=0) for a in host) + (np.asarray(n, np.int32),)
-    else:
-        args = tuple(arrays) + (None,)
     try:
+        host = _host_paddable(arrays)
+        if host is not None:
+            n = int(host[0].shape[0])
+            size = bucket_size(n)
+            args = tuple(pad_axis(a, size, axis=0) for a in host)
+            args += (np.asarray(n, np.int32),)
+        else:
+            args = tuple(arrays) + (None,)
         res = _with_options(
             _largest(args), lambda o: _v.fused_call(core, args, options, compiler_options=o)
         )
@@ -528,6 +529,7 @@ def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **stat
     """
     if (
         x.ndim == 0
+        or x.shape[0] == 0
         or isinstance(x, jax.core.Tracer)
         or _any_tracer(params)
         or not _v.host_resident(x)

@@ -636,8 +636,8 @@ def _temperature_objective(z: jax.Array, z_true: jax.Array, weights: jax.Array):
         mean = jnp.sum(q * z, axis=-1)
         grad = mean - z_true
         hess = jnp.sum(q * (z - mean[..., None]) ** 2, axis=-1)
-        rows = jax.lax.optimization_barrier((loss * weights, grad * weights, hess * weights))
-        value, g, h = (newton.accurate_sum(a) for a in rows)
+        rows = (loss * weights, grad * weights, hess * weights)
+        value, g, h = (newton.accurate_sum(a) for a in jax.lax.optimization_barrier(rows))
         return newton.Derivatives(value, g[None], h[None, None], value)  # losses >= 0
 
     return objective

@@ -331,11 +331,15 @@ def _fit_sigma_scaling(y_true, loc, scale, n, *, family, df):
             "y_true itself and that the calibration split is held out"
         ),
     )
-    z = jnp.ravel(resid / s)
-    # n real observations (the rest is padding from newton.bucketed_fit) or all of them
-    weights = newton.mask_weights(n, z.shape[0], z.dtype)
-    if weights is None:
-        weights = jnp.ones_like(z)
+    z = resid / s
+    # n real rows (the rest is padding from newton.bucketed_fit) or all of them
+    rows = newton.mask_weights(n, z.shape[0], z.dtype) if z.ndim else None
+    if rows is None:
+        weights = jnp.ones(z.size, z.dtype)
+    else:
+        rows = rows.reshape((-1,) + (1,) * (z.ndim - 1))
+        weights = jnp.ravel(jnp.broadcast_to(rows, z.shape))
+    z = jnp.ravel(z)
     if family == "normal":
         factor = jnp.sqrt(newton.accurate_sum(weights * z * z) / jnp.sum(weights))
     else:
