@@ -22,22 +22,30 @@ large relative error only for a parameter near 0.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from . import validation as _v
 from .bucketing import bucket_size, pad_axis
 
 __all__ = [
     "BLOCK",
+    "COMPILER_OPTIONS",
+    "QUICK_COMPILE_MAX_SIZE",
+    "compiler_options",
     "Derivatives",
     "NewtonResult",
     "accurate_sum",
-    "pad_observations",
-    "derivative_sums",
+    "apply_bucketed",
+    "bucketed_fit",
+    "fast_jit",
     "logistic_objective",
+    "mask_weights",
     "minimize",
 ]
 
@@ -51,33 +59,18 @@ def accurate_sum(x: jax.Array, axis: int = 0) -> jax.Array:
     The worst-case rounding error of a plain float32 sum of N terms grows like
     ``N * eps``; here it grows like ``(BLOCK + N / BLOCK) * eps`` for N <= BLOCK**2 and
     ``3 * BLOCK * eps`` beyond (the block sums are summed the same way, recursively).
-    The block shape is static, so this traces under ``jit`` and ``vmap``.
+    The axis is padded with zeros to whole blocks (adding 0 is exact) and reduced by
+    one reshape and one reduction per level: few operations to compile. The block
+    shape is static, so this traces under ``jit`` and ``vmap``.
     """
-    x = jnp.moveaxis(x, axis, 0)
-    n = x.shape[0]
-    if n <= BLOCK:
-        return jnp.sum(x, axis=0)
-    m = n // BLOCK
-    head = x[: m * BLOCK].reshape((m, BLOCK) + x.shape[1:])
-    partial = jnp.sum(head, axis=1)  # [m, ...] block sums
-    if n > m * BLOCK:
-        partial = jnp.concatenate([partial, jnp.sum(x[m * BLOCK :], axis=0)[None]])
-    return accurate_sum(partial, 0)
-
-
-def pad_observations(*arrays: jax.Array) -> tuple[tuple[jax.Array, ...], jax.Array]:
-    """Pad the observation axis (axis 0) to the package's bucket size with zeros.
-
-    Returns the padded arrays and the weights (1 for the observations, 0 for the
-    padding). One compiled solver then serves every ``n`` in a bucket (compiling the
-    solver takes far longer than running it on a few thousand points). Host-resident
-    arrays are padded on the host (no program compiled per length).
-    """
-    n = arrays[0].shape[0]
-    size = bucket_size(n)
-    padded = tuple(pad_axis(a, size, axis=0, fill=0) for a in arrays)
-    weights = (jnp.arange(size) < n).astype(arrays[0].dtype)
-    return padded, weights
+    x = jnp.moveaxis(x, axis, -1)
+    while x.shape[-1] > BLOCK:
+        m = -(-x.shape[-1] // BLOCK)
+        pad = m * BLOCK - x.shape[-1]
+        if pad:
+            x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)])
+        x = jnp.sum(x.reshape(x.shape[:-1] + (m, BLOCK)), axis=-1)
+    return jnp.sum(x, axis=-1)
 
 
 class Derivatives(NamedTuple):
@@ -101,31 +94,6 @@ class NewtonResult(NamedTuple):
     grad: jax.Array  # [P] gradient at x
     num_steps: jax.Array  # int32 Newton steps taken
     converged: jax.Array  # bool: stopped by the convergence test, not by max_steps
-
-
-def derivative_sums(
-    loss: Callable[[jax.Array], jax.Array], x: jax.Array, weights: jax.Array | None = None
-) -> Derivatives:
-    """Value, gradient and Hessian of ``sum_i w_i loss(x)_i`` by forward-mode autodiff.
-
-    ``loss(x)`` returns the ``[N]`` per-observation losses for parameters ``x [P]``;
-    their derivatives (``[N, P]`` and ``[N, P, P]``, P small) are summed with
-    :func:`accurate_sum`.
-    """
-
-    per_obs = loss(x)
-    jac = jax.jacfwd(loss)(x)  # [N, P]
-    hess = jax.jacfwd(jax.jacfwd(loss))(x)  # [N, P, P]
-    if weights is not None:
-        per_obs = per_obs * weights
-        jac = jac * weights[:, None]
-        hess = hess * weights[:, None, None]
-    return Derivatives(
-        accurate_sum(per_obs),
-        accurate_sum(jac),
-        accurate_sum(hess),
-        accurate_sum(jnp.abs(per_obs)),
-    )
 
 
 def logistic_objective(
@@ -185,13 +153,12 @@ def logistic_objective(
         # Materialise the three per-observation arrays once: otherwise XLA recomputes
         # the exponentials inside each of the reductions below (2-3x slower on CPU).
         loss, r, v = jax.lax.optimization_barrier((loss, r, v))
+        # One block sum per entry, each fused with its products: stacking the rows
+        # into one [K, N] reduction compiled no faster and ran 4-10x slower on CPU.
+        pairs = [(a, b) for a in range(k + 1) for b in range(a, k + 1)]
         total = accurate_sum(loss)
         grad = jnp.stack([accurate_sum(times(r, c)) for c in cols])
-        upper = {
-            (a, b): accurate_sum(times(times(v, cols[a]), cols[b]))
-            for a in range(k + 1)
-            for b in range(a, k + 1)
-        }
+        upper = {(a, b): accurate_sum(times(times(v, cols[a]), cols[b])) for a, b in pairs}
         hess = jnp.stack(
             [
                 jnp.stack([upper[(min(a, b), max(a, b))] for b in range(k + 1)])
@@ -228,6 +195,16 @@ def _cholesky_solve(h: jax.Array, g: jax.Array) -> jax.Array:
     return jnp.stack(x)
 
 
+def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``a . b`` for P <= 3 as scalar products and sums.
+
+    The loop body's small-P algebra is written without reductions (``dot``, ``max``,
+    ``any``): XLA fuses chains of scalar elementwise operations, while each reduction
+    starts a kernel of its own, and each kernel costs compile time.
+    """
+    return functools.reduce(jnp.add, [a[i] * b[i] for i in range(a.shape[0])])
+
+
 def _direction(d: Derivatives, free: jax.Array) -> jax.Array:
     """Newton direction on the free variables (0 on the held ones), ridge-damped."""
     p = d.grad.shape[0]
@@ -240,12 +217,14 @@ def _direction(d: Derivatives, free: jax.Array) -> jax.Array:
     # Levenberg ridge at rounding level of the largest curvature: keeps the solve
     # finite when the Hessian is singular (e.g. a constant feature), changes nothing
     # otherwise.
-    ridge = 16 * jnp.finfo(h.dtype).eps * jnp.max(diag) + tiny
+    largest = functools.reduce(jnp.maximum, [diag[i] for i in range(p)])
+    ridge = 16 * jnp.finfo(h.dtype).eps * largest + tiny
     step = -_cholesky_solve(h + ridge * eye, g)
     # Fallback when the factorisation fails or the step does not descend: the
     # diagonally scaled gradient (a descent direction whenever the gradient is not 0).
     fallback = -g / jnp.maximum(diag, ridge)
-    ok = jnp.all(jnp.isfinite(step)) & (jnp.dot(g, step) <= 0)
+    finite = functools.reduce(jnp.logical_and, [jnp.isfinite(step[i]) for i in range(p)])
+    ok = finite & (_dot(g, step) <= 0)
     return jnp.where(free, jnp.where(ok, step, fallback), 0)
 
 
@@ -260,6 +239,38 @@ class _State(NamedTuple):
     quiet: jax.Array  # consecutive points whose predicted decrease is at rounding level
     done: jax.Array
     converged: jax.Array
+
+
+def _pack(s: _State) -> jax.Array:
+    """The loop state as ONE flat vector (counters and flags as exact small floats).
+
+    One vector carried by the loop and one select per iteration, where a tuple of
+    twenty scalars compiled to a kernel per scalar (compile time is what users wait
+    for; the state is a few dozen numbers).
+    """
+    dtype = s.x.dtype
+    parts = [s.x, s.d.value, s.d.grad, s.d.hess, s.d.magnitude, s.step, s.decrease]
+    parts += [s.rate, s.steps, s.halvings, s.quiet, s.done, s.converged]
+    return jnp.concatenate([jnp.ravel(jnp.asarray(a)).astype(dtype) for a in parts])
+
+
+def _unpack(v: jax.Array, p: int) -> _State:
+    i = 0
+
+    def take(size: int, shape: tuple[int, ...] = ()) -> jax.Array:
+        nonlocal i
+        out = v[i : i + size].reshape(shape)
+        i += size
+        return out
+
+    x, value, grad = take(p, (p,)), take(1), take(p, (p,))
+    hess, magnitude = take(p * p, (p, p)), take(1)
+    step, decrease, rate = take(p, (p,)), take(1), take(1)
+    steps, halvings, quiet, done, converged = (take(1) for _ in range(5))
+    return _State(
+        x, Derivatives(value, grad, hess, magnitude), step, decrease, rate,
+        steps, halvings, quiet, done > 0, converged > 0,
+    )  # fmt: skip
 
 
 def minimize(
@@ -310,23 +321,24 @@ def minimize(
     zero = jnp.zeros((), dtype)
     p = x0.shape[0]
 
-    def cond(s: _State):
-        return ~s.done
+    def cond(v: jax.Array) -> jax.Array:
+        return ~_unpack(v, p).done
 
-    def body(s: _State) -> _State:
+    def body(v: jax.Array) -> jax.Array:
+        s = _unpack(v, p)
         trial = jnp.maximum(s.x + s.rate * s.step, lo)
         d_t = objective(trial)
         noise = rtol * (s.d.magnitude + jnp.finfo(dtype).tiny)
         # Armijo along the projected path, with the objective's rounding level as
         # slack (within it a comparison of values means nothing).
-        bound = s.d.value + 1e-4 * jnp.dot(s.d.grad, trial - s.x) + noise
+        bound = s.d.value + 1e-4 * _dot(s.d.grad, trial - s.x) + noise
         ok = jnp.isfinite(d_t.value) & (d_t.value <= bound)
         # Accepted: the next direction from the trial point.
         free = ~((trial <= lo) & (d_t.grad > 0))
         step = _direction(d_t, free)
-        decrease = -jnp.dot(d_t.grad, step)
+        decrease = -_dot(d_t.grad, step)
         quiet_t = decrease <= rtol * (d_t.magnitude + jnp.finfo(dtype).tiny)
-        quiet = jnp.where(quiet_t, s.quiet + 1, 0)
+        quiet = jnp.where(quiet_t, s.quiet + 1, zero)
         steps = s.steps + 1
         converged = (quiet >= 3) | (decrease <= 0)
         accepted = _State(
@@ -336,18 +348,17 @@ def minimize(
             decrease,
             jnp.ones((), dtype),
             steps,
-            jnp.zeros((), jnp.int32),
+            zero,
             quiet,
             converged | (steps >= max_steps),
             converged,
         )
         # Rejected: halve the step (give up when halving no longer moves the point).
         halvings = s.halvings + 1
-        stuck = (halvings >= max_halvings) | ~jnp.any(s.step != 0)
+        moves = functools.reduce(jnp.logical_or, [s.step[i] != 0 for i in range(p)])
+        stuck = (halvings >= max_halvings) | ~moves
         rejected = s._replace(rate=s.rate * 0.5, halvings=halvings, done=stuck)
-        return jax.tree_util.tree_map(
-            lambda a, b: jnp.where(ok, a, b), accepted, rejected
-        )
+        return jnp.where(ok, _pack(accepted), _pack(rejected))
 
     # The first trial is x0 itself (value +inf accepts any finite objective there).
     inf = jnp.asarray(jnp.inf, dtype)
@@ -357,11 +368,176 @@ def minimize(
         jnp.zeros((p,), dtype),
         inf,
         jnp.zeros((), dtype),
-        jnp.asarray(-1, jnp.int32),
-        jnp.zeros((), jnp.int32),
-        jnp.zeros((), jnp.int32),
+        -jnp.ones((), dtype),
+        zero,
+        zero,
         jnp.asarray(False),
         jnp.asarray(False),
     )
-    out = jax.lax.while_loop(cond, body, start)
-    return NewtonResult(out.x, out.d.value, out.d.grad, out.steps, out.converged)
+    out = _unpack(jax.lax.while_loop(cond, body, _pack(start)), p)
+    return NewtonResult(
+        out.x, out.d.value, out.d.grad, out.steps.astype(jnp.int32), out.converged
+    )
+
+
+# --------------------------------------------------------------------------- first call
+#: XLA options of the fits' and the calibrators' top-level programs (their compile
+#: time is what a user waits for on a first call). On CPU, XLA's older loop emitters
+#: compile these small loop bodies ~2x faster than its MLIR fusion emitters, run them as
+#: fast and give the same numbers (Platt's program at N = 1e4: 0.44 vs 0.63 s of CPU).
+#: Other backends ignore the option.
+COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+#: Up to this many values in the largest argument, the program is also compiled without
+#: LLVM's optimisations: 0.17 instead of 0.44 s of CPU for Platt's fit at N = 1e4, for
+#: a run of 4.8 instead of 0.8 ms (same result); beyond it, the run time matters more.
+#: Measured on the 2-core CPU machines, 2026-11-23.
+QUICK_COMPILE_MAX_SIZE = 1 << 15
+_OPTIONS_KNOWN = [True]  # False once this XLA rejected the options
+
+
+def compiler_options(size: int) -> dict[str, Any]:
+    """The XLA options for a program whose largest argument holds ``size`` values."""
+    if size <= QUICK_COMPILE_MAX_SIZE:
+        return dict(COMPILER_OPTIONS, xla_backend_optimization_level=0)
+    return dict(COMPILER_OPTIONS)
+
+
+def _largest(tree: Any) -> int:
+    return max([int(np.size(a)) for a in jax.tree_util.tree_leaves(tree)] + [0])
+
+
+def _any_tracer(tree: Any) -> bool:
+    return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
+
+
+def _with_options(size: int, run: Callable[[Any], Any]) -> Any:
+    """``run(compiler_options(size))``, or ``run(None)`` where XLA does not know them."""
+    if _OPTIONS_KNOWN[0]:
+        try:
+            return run(compiler_options(size))
+        except jax.errors.JaxRuntimeError as err:
+            if "compile option" not in str(err):
+                raise
+            _OPTIONS_KNOWN[0] = False
+    return run(None)
+
+
+def fast_jit(fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
+    """``jax.jit(fun)``, compiled with :func:`compiler_options` when called at top level.
+
+    Inside a trace (``jit``, ``vmap``) the plain ``jax.jit`` is used: JAX accepts
+    compiler options only on top-level programs.
+    """
+    plain = jax.jit(fun, **jit_kwargs)
+
+    @functools.cache
+    def with_options(options: tuple) -> Any:
+        return jax.jit(fun, compiler_options=dict(options), **jit_kwargs)
+
+    @functools.wraps(fun)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if _any_tracer((args, kwargs)):
+            return plain(*args, **kwargs)
+        return _with_options(
+            _largest((args, kwargs)),
+            lambda o: (with_options(tuple(sorted(o.items()))) if o else plain)(
+                *args, **kwargs
+            ),
+        )
+
+    return call
+
+
+def mask_weights(n: Any, size: int, dtype: Any) -> jax.Array | None:
+    """Weights 1 for the first ``n`` of ``size`` observations and 0 for the padding.
+
+    ``n=None`` means no padding (None: no weights at all). ``n`` is a traced scalar in
+    the bucketed programs, so one program serves every ``n`` of a bucket.
+    """
+    if n is None:
+        return None
+    return (jnp.arange(size) < n).astype(dtype)
+
+
+def _host_paddable(arrays: tuple) -> tuple | None:
+    """The arrays as numpy (or device) arrays of one common length ``N`` along axis 0."""
+    out = []
+    for a in arrays:
+        if isinstance(a, jax.core.Tracer):
+            return None
+        if not isinstance(a, jax.Array):
+            try:
+                a = np.asarray(a)
+            except Exception:
+                return None
+            if a.dtype.kind not in "biuf":
+                return None
+        if a.ndim == 0 or a.shape[0] == 0 or a.shape[0] != np.shape(arrays[0])[0]:
+            return None
+        out.append(a)
+    return tuple(out)
+
+
+def bucketed_fit(
+    core: Callable[..., Any],
+    arrays: tuple,
+    options: dict,
+    *,
+    fallback: Callable[[], Any] | None = None,
+) -> Any:
+    """A public fit as ONE compiled program per bucket of ``N`` (checks included).
+
+    ``core(*arrays, n, **options)`` validates and fits (recording its value checks with
+    :mod:`bayescal._src.validation`); ``n`` is the number of real observations (a
+    traced scalar: the arrays hold ``bucket_size(N)`` rows, the padding repeating the
+    last row, so every value check gives what it gives on the real rows) or None when
+    the arrays are not padded. Eagerly, on arrays of one common length ``N``, the
+    arrays are padded on the host and the fit, checks and all, runs as one program
+    compiled once per bucket and option set: a new ``N`` in a bucket compiles nothing.
+    When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
+    default ``core`` unpadded through the ordinary validated path, which raises the
+    detailed error, or makes the result NaN under tracing).
+    """
+    try:
+        host = _host_paddable(arrays)
+        if host is not None:
+            n = int(host[0].shape[0])
+            size = bucket_size(n)
+            args = tuple(pad_axis(a, size, axis=0) for a in host)
+            args += (np.asarray(n, np.int32),)
+        else:
+            args = tuple(arrays) + (None,)
+        res = _with_options(
+            _largest(args), lambda o: _v.fused_call(core, args, options, compiler_options=o)
+        )
+    except Exception:  # e.g. a wrong shape: the ordinary path raises the right error
+        res = None
+    if res is not None and bool(res[1]):  # the one host sync
+        return res[0]
+    if fallback is not None:
+        return fallback()
+    return _v.validated(core)(*arrays, None, **options)
+
+
+def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **static: Any):
+    """``kernel(params, x, **static)`` for a calibrator's call, compiled once per bucket.
+
+    ``kernel`` maps ``x [N, ...]`` row by row (a :func:`fast_jit` function). A concrete
+    host-resident ``x`` is padded on the host to :func:`bucket_size` rows (repeating
+    the last row) and the result sliced back in NumPy, so a new ``N`` in a bucket
+    compiles nothing; other inputs (traced, on accelerators, 0-d) go through as they are.
+    """
+    if (
+        x.ndim == 0
+        or x.shape[0] == 0
+        or isinstance(x, jax.core.Tracer)
+        or _any_tracer(params)
+        or not _v.host_resident(x)
+    ):
+        return kernel(params, x, **static)
+    n = int(x.shape[0])
+    size = bucket_size(n)
+    if size == n:
+        return kernel(params, x, **static)
+    out = kernel(params, jax.device_put(pad_axis(x, size, axis=0)), **static)
+    return jax.device_put(np.asarray(out)[:n])

@@ -52,6 +52,7 @@ __all__ = [
     "observation_mask",
     "masked_nan",
     "mask_weights",
+    "fused_call",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -427,6 +428,35 @@ def _fused_body(
 
 
 _fused_jit = jax.jit(_fused_body, static_argnums=(0, 2, 3, 5))
+
+
+@functools.cache
+def _fused_jit_with(options: tuple[tuple[str, Any], ...]) -> Any:
+    return jax.jit(_fused_body, static_argnums=(0, 2, 3, 5), compiler_options=dict(options))
+
+
+def fused_call(
+    fn: Callable[..., Any], args: tuple, kwargs: dict, *, compiler_options: Any = None
+) -> tuple[Any, jax.Array] | None:
+    """``(out, ok)``: ``fn(*args, **kwargs)`` and its recorded checks as ONE compiled program.
+
+    The building block of ``validated(fuse=True)`` for callers that prepare the
+    arguments themselves (e.g. pad them to a bucket size first) and decide what to do
+    when ``ok`` is False. Returns None where no fused program applies: inside another
+    validated call, with traced or unhashable arguments, or without array arguments.
+    ``compiler_options`` (a dict) are passed to XLA for this program.
+    """
+    if _PENDING.get() is not None:
+        return None
+    parts = _split(args, kwargs)
+    if parts is None or not parts[0]:
+        return None
+    jitted = (
+        _fused_jit_with(tuple(sorted(compiler_options.items())))
+        if compiler_options
+        else _fused_jit
+    )
+    return jitted(fn, *parts)
 
 
 def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:

@@ -100,11 +100,16 @@ def _times(coef: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.where(coef == 0, 0, coef * x)
 
 
-# Jitted bodies of the calibrators' __call__ (one compiled graph per input shape).
-@functools.partial(jax.jit, static_argnames=("use_logit", "eps"))
-def _platt_apply(a, b, s, *, use_logit: bool, eps: float | None):
+# Jitted bodies of the calibrators' __call__, each called through
+# newton.apply_bucketed (one compiled program per bucket of the input's length).
+def _platt_map(a, b, s, *, use_logit: bool, eps: float | None):
     f = _logit(s, eps) if use_logit else s
     return jax.nn.sigmoid(-(_times(a, f) + b)).astype(s.dtype)
+
+
+@functools.partial(newton.fast_jit, static_argnames=("use_logit", "eps"))
+def _platt_apply(params, s, *, use_logit: bool, eps: float | None):
+    return _platt_map(*params, s, use_logit=use_logit, eps=eps)
 
 
 @jax.jit
@@ -117,39 +122,38 @@ def _histogram_apply(edges, values, p):
     return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
 
 
-@functools.partial(jax.jit, static_argnames=("eps",))
-def _beta_apply(a, b, c, p, *, eps: float | None):
+def _beta_map(a, b, c, p, *, eps: float | None):
     q = p if eps is None else jnp.clip(p, eps, 1 - eps)
     eta = _times(a, jnp.log(q)) - _times(b, jnp.log1p(-q)) + c
     return jax.nn.sigmoid(eta).astype(p.dtype)
 
 
-@jax.jit
+@functools.partial(newton.fast_jit, static_argnames=("eps",))
+def _beta_apply(params, p, *, eps: float | None):
+    return _beta_map(*params, p, eps=eps)
+
+
+@newton.fast_jit
 def _temperature_apply(temperature, z):
     scaled = (z / temperature.astype(z.dtype)).astype(z.dtype)
     return jax.nn.sigmoid(scaled) if z.ndim == 1 else jax.nn.softmax(scaled, axis=-1)
 
 
 # --------------------------------------------------------------------------- solver
-def _logistic_fit(features, y, *, soft_labels: bool, x0=None, lower=None):
+@functools.partial(jax.jit, static_argnames=("soft_labels",))
+def _logistic_fit(features, y, weights, x0, lower, *, soft_labels: bool):
     """Unpenalised logistic regression of binary ``y`` on ``features`` (+ intercept).
 
     Returns ``(theta, ok)`` with ``theta = (beta_1..beta_K, c)``; ``ok`` is False when
     the solver ran out of steps or the loss went to ~0 (below 1e-6 per observation):
     with hard labels that means the classes are separated by the features and the
     maximum-likelihood coefficients are infinite. Platt's soft labels keep the loss
-    away from 0. The data are padded to a bucket size first (zero weights), so one
-    compiled solver serves many sizes.
+    away from 0. ``weights`` (or None) are 0 for padding: the public fits pad to a
+    bucket size (``newton.bucketed_fit``), so one compiled program serves many sizes.
     """
-    padded, weights = newton.pad_observations(*features, y)
-    return _logistic_kernel(
-        tuple(padded[:-1]), padded[-1], weights, x0, lower, soft_labels=soft_labels
-    )
-
-
-@functools.partial(jax.jit, static_argnames=("soft_labels",))
-def _logistic_kernel(features, y, weights, x0, lower, *, soft_labels: bool):
     dtype = features[0].dtype
+    if weights is None:
+        weights = jnp.ones_like(y)
     n = jnp.sum(weights)
     n_pos = jnp.sum(weights * (y > 0.5))
     n_neg = n - n_pos
@@ -197,10 +201,15 @@ class PlattCalibrator:
     input: str = "prob"
     eps: float | None = None
 
+    def _map(self, s: jax.Array) -> jax.Array:  # validated s
+        return _platt_map(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
+
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
         s = _scores(y_score, "y_score", probabilities=self.input == "prob")
-        return _platt_apply(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
+        return newton.apply_bucketed(
+            _platt_apply, (self.a, self.b), s, use_logit=self.input == "prob", eps=self.eps
+        )
 
 
 def fit_platt(
@@ -279,14 +288,15 @@ def fit_platt(
     eps = check_eps(eps)
     if eps is not None and input != "prob":
         raise ValueError("eps clips probabilities; it only applies with input='prob'.")
-    cal, converged = _fit_platt(y_true, y_score, input, soft_labels, eps)
+    cal, converged = newton.bucketed_fit(
+        _fit_platt, (y_true, y_score), dict(input=input, soft_labels=soft_labels, eps=eps)
+    )
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_platt")
     return cal
 
 
-@_v.validated
-def _fit_platt(y_true, y_score, input, soft_labels, eps):
+def _fit_platt(y_true, y_score, n, *, input, soft_labels, eps):
     y, s = binary_inputs(
         y_true, y_score, prob_name="y_score", probabilities=input == "prob"
     )
@@ -297,7 +307,8 @@ def _fit_platt(y_true, y_score, input, soft_labels, eps):
     else:
         f = s
     # Standard logistic form eta = beta f + c, i.e. A = -beta, B = -c.
-    theta, converged = _logistic_fit((f,), y, soft_labels=soft_labels)
+    weights = newton.mask_weights(n, s.shape[0], s.dtype)
+    theta, converged = _logistic_fit((f,), y, weights, None, None, soft_labels=soft_labels)
     return PlattCalibrator(-theta[0], -theta[1], input, eps), converged
 
 
@@ -321,6 +332,9 @@ class IsotonicCalibrator:
 
     thresholds: jax.Array
     values: jax.Array
+
+    def _map(self, s: jax.Array) -> jax.Array:  # validated s
+        return _isotonic_apply(self.thresholds, self.values, s)
 
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
@@ -414,6 +428,9 @@ class HistogramBinningCalibrator:
     edges: jax.Array
     values: jax.Array
 
+    def _map(self, p: jax.Array) -> jax.Array:  # validated p
+        return _histogram_apply(self.edges, self.values, p)
+
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
         p = _scores(y_prob, "y_prob", probabilities=True)
@@ -489,10 +506,13 @@ class BetaCalibrator:
     c: jax.Array
     eps: float | None = None
 
+    def _map(self, p: jax.Array) -> jax.Array:  # validated p
+        return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
+
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
         p = _scores(y_prob, "y_prob", probabilities=True)
-        return _beta_apply(self.a, self.b, self.c, p, eps=self.eps)
+        return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
 def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalibrator:
@@ -549,14 +569,13 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
     [0.035, 0.5, 0.965]
     """
     eps = check_eps(eps)
-    cal, converged = _fit_beta(y_true, y_prob, eps)
+    cal, converged = newton.bucketed_fit(_fit_beta, (y_true, y_prob), dict(eps=eps))
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_beta")
     return cal
 
 
-@_v.validated
-def _fit_beta(y_true, y_prob, eps):
+def _fit_beta(y_true, y_prob, n, *, eps):
     y, p = binary_inputs(y_true, y_prob)
     _v.check_both_classes(y, "y_true")
     _no_infinite_logits(p, "y_prob", eps, "beta calibration")
@@ -565,7 +584,8 @@ def _fit_beta(y_true, y_prob, eps):
     dtype = p.dtype
     x0 = jnp.asarray([1.0, 1.0, 0.0], dtype)  # the identity map
     lower = jnp.asarray([0.0, 0.0, -jnp.inf], dtype)  # a, b >= 0
-    theta, converged = _logistic_fit(features, y, soft_labels=False, x0=x0, lower=lower)
+    weights = newton.mask_weights(n, p.shape[0], dtype)
+    theta, converged = _logistic_fit(features, y, weights, x0, lower, soft_labels=False)
     return BetaCalibrator(theta[0], theta[1], theta[2], eps), converged
 
 
@@ -608,15 +628,15 @@ class TemperatureCalibrator:
         z = _v.as_float_array(logits, "logits")
         _v.check_ndim(z, "logits", (1, 2))
         _v.check_finite(z, "logits")
-        return _temperature_apply(self.temperature, z)
+        return newton.apply_bucketed(_temperature_apply, self.temperature, z)
 
 
-def _temperature_objective(z: jax.Array, z_true: jax.Array):
+def _temperature_objective(z: jax.Array, z_true: jax.Array, weights: jax.Array):
     """Summed NLL of ``softmax(beta z)`` in ``beta`` (convex), with its derivatives.
 
     Per observation: loss ``logsumexp(beta z_i) - beta z_{i,y_i}``, derivative
     ``E_q[z_i] - z_{i,y_i}`` and second derivative ``Var_q[z_i]`` under
-    ``q = softmax(beta z_i)``.
+    ``q = softmax(beta z_i)``; each is multiplied by the observation's weight.
     """
 
     def objective(x: jax.Array) -> newton.Derivatives:
@@ -630,27 +650,28 @@ def _temperature_objective(z: jax.Array, z_true: jax.Array):
         mean = jnp.sum(q * z, axis=-1)
         grad = mean - z_true
         hess = jnp.sum(q * (z - mean[..., None]) ** 2, axis=-1)
-        loss, grad, hess = jax.lax.optimization_barrier((loss, grad, hess))
-        value = newton.accurate_sum(loss)
-        return newton.Derivatives(
-            value,
-            newton.accurate_sum(grad)[None],
-            newton.accurate_sum(hess)[None, None],
-            value,  # the losses are >= 0
-        )
+        rows = (loss * weights, grad * weights, hess * weights)
+        value, g, h = (newton.accurate_sum(a) for a in jax.lax.optimization_barrier(rows))
+        return newton.Derivatives(value, g[None], h[None, None], value)  # losses >= 0
 
     return objective
 
 
 @jax.jit
-def _temperature_fit(z: jax.Array, y: jax.Array):
-    """``(beta, g0, all_correct, converged)`` for logits ``[N, C]`` and labels ``[N]``."""
+def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
+    """``(beta, g0, all_correct, converged)`` for logits ``[N, C]`` and labels ``[N]``.
+
+    ``weights`` (or None) are 0 for padding rows.
+    """
+    if weights is None:
+        weights = jnp.ones(z.shape[0], z.dtype)
     z_true = jnp.take_along_axis(z, y[:, None], axis=1)[:, 0]
-    g0 = newton.accurate_sum(jnp.mean(z, axis=1) - z_true)  # derivative at beta = 0
-    all_correct = jnp.all(z_true >= jnp.max(z, axis=1))
+    # derivative at beta = 0
+    g0 = newton.accurate_sum(weights * (jnp.mean(z, axis=1) - z_true))
+    all_correct = jnp.all((z_true >= jnp.max(z, axis=1)) | (weights == 0))
     x0 = jnp.ones((1,), z.dtype)
     lower = jnp.zeros((1,), z.dtype)
-    res = newton.minimize(_temperature_objective(z, z_true), x0, lower=lower)
+    res = newton.minimize(_temperature_objective(z, z_true, weights), x0, lower=lower)
     return res.x[0], g0, all_correct, res.converged
 
 
@@ -700,7 +721,7 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     >>> cal(logits).shape
     (4, 3)
     """
-    cal, converged = _fit_temperature(y_true, logits)
+    cal, converged = newton.bucketed_fit(_fit_temperature, (y_true, logits), {})
     if _v.is_concrete(converged) and not bool(converged):
         warnings.warn(
             f"fit_temperature did not converge in 100 Newton steps (T = "
@@ -711,8 +732,7 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     return cal
 
 
-@_v.validated
-def _fit_temperature(y_true, logits):
+def _fit_temperature(y_true, logits, n):
     z = _v.as_float_array(logits, "logits")
     _v.check_ndim(z, "logits", (1, 2))
     _v.check_nonempty(z, "logits")
@@ -736,7 +756,8 @@ def _fit_temperature(y_true, logits):
             )
         zz = z
         labels = jnp.clip(y, 0, z.shape[1] - 1)  # out of range: flagged above
-    beta, g0, all_correct, converged = _temperature_fit(zz, labels)
+    weights = newton.mask_weights(n, zz.shape[0], zz.dtype)
+    beta, g0, all_correct, converged = _temperature_fit(zz, labels, weights)
     _v.record(
         "less_equal",
         "logits",
@@ -807,11 +828,23 @@ class OneVsRestCalibrator:
                 f"fitted class); got {tuple(p.shape)}."
             )
         _v.check_in_unit_interval(p, "probs", "class probabilities")
+        if all(hasattr(cal, "_map") for cal in self.calibrators):
+            # the fitted kinds: one program per bucket of N, checks on the host
+            return newton.apply_bucketed(_ovr_apply, self.calibrators, p)
         cols = [cal(p[:, k]) for k, cal in enumerate(self.calibrators)]
-        q = jnp.stack(cols, axis=1).astype(p.dtype)
-        total = jnp.sum(q, axis=1, keepdims=True)
-        uniform = jnp.full_like(q, 1.0 / q.shape[1])
-        return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
+        return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
+
+
+def _renormalise(q: jax.Array) -> jax.Array:
+    total = jnp.sum(q, axis=1, keepdims=True)
+    uniform = jnp.full_like(q, 1.0 / q.shape[1])
+    return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
+
+
+@newton.fast_jit
+def _ovr_apply(calibrators: tuple, p: jax.Array) -> jax.Array:
+    cols = [cal._map(p[:, k]) for k, cal in enumerate(calibrators)]
+    return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
 
 
 def fit_one_vs_rest(
@@ -860,6 +893,95 @@ def fit_one_vs_rest(
     ((6, 3), True)
     """
     fit = _binary_fit(method)
+    parametric = _parametric_ovr_options(method, options)
+    if parametric is not None:  # one program for all classes, per bucket of N
+        out, converged = newton.bucketed_fit(
+            _fit_ovr_parametric,
+            (y_true, probs),
+            dict(method=method, options=parametric),
+            fallback=lambda: (_fit_ovr_loop(fit, y_true, probs, options), None),
+        )
+        if converged is not None and _v.is_concrete(converged):
+            for ok in np.asarray(converged):
+                if not ok:
+                    _warn_not_converged(f"fit_{method}")
+        return out
+    return _fit_ovr_loop(fit, y_true, probs, options)
+
+
+def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
+    """Platt's or beta's options, checked as their fits check them, as a sorted tuple;
+    None for another method or an option they do not take (the loop raises for it)."""
+    if method == "platt" and set(options) <= {"input", "soft_labels", "eps"}:
+        input = options.get("input", "prob")
+        soft_labels = options.get("soft_labels", True)
+        _v.check_choice(input, "input", INPUTS)
+        if not isinstance(soft_labels, bool):
+            raise TypeError(f"soft_labels must be a bool; got {soft_labels!r}.")
+        eps = check_eps(options.get("eps"))
+        if eps is not None and input != "prob":
+            raise ValueError("eps clips probabilities; it only applies with input='prob'.")
+        return (("eps", eps), ("input", input), ("soft_labels", soft_labels))
+    if method == "beta" and set(options) <= {"eps"}:
+        return (("eps", check_eps(options.get("eps"))),)
+    return None
+
+
+def _fit_ovr_parametric(y_true, probs, n, *, method, options):
+    """All classes' Platt or beta fits at once (the solver batched over classes).
+
+    Records checks that fail exactly where the per-class fits raise (the caller then
+    runs them one by one for their messages); returns the calibrator and the classes'
+    convergence flags.
+    """
+    opts = dict(options)
+    eps = opts["eps"]
+    y, p = multiclass_inputs(y_true, probs)
+    num, num_classes = p.shape
+    weights = newton.mask_weights(n, num, p.dtype)
+    if weights is None:
+        weights = jnp.ones((num,), p.dtype)
+    labels = (y[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
+    counts = jnp.sum(labels * weights, axis=1)
+    _v.record(
+        "less_equal",
+        "y_true",
+        jnp.any((counts == 0) | (counts == jnp.sum(weights))),
+        False,
+        what="must hold every class, and each class must be absent from some rows",
+    )
+    pt = p.T  # [C, N]
+    use_logit = method == "beta" or opts["input"] == "prob"
+    if use_logit and eps is None:
+        _no_infinite_logits(p, "probs", eps, f"fit_{method}")
+    if method == "platt":
+        feats = (_logit(pt, eps) if opts["input"] == "prob" else pt,)
+        x0 = lower = None
+        soft = opts["soft_labels"]
+    else:
+        q = pt if eps is None else jnp.clip(pt, eps, 1 - eps)
+        feats = (jnp.log(q), -jnp.log1p(-q))
+        x0 = jnp.asarray([1.0, 1.0, 0.0], p.dtype)
+        lower = jnp.asarray([0.0, 0.0, -jnp.inf], p.dtype)
+        soft = False
+    theta, converged = jax.vmap(
+        lambda f, lab: _logistic_fit(f, lab, weights, x0, lower, soft_labels=soft)
+    )(feats, labels)
+    if method == "platt":
+        cals = tuple(
+            PlattCalibrator(-theta[k, 0], -theta[k, 1], opts["input"], eps)
+            for k in range(num_classes)
+        )
+    else:
+        cals = tuple(
+            BetaCalibrator(theta[k, 0], theta[k, 1], theta[k, 2], eps)
+            for k in range(num_classes)
+        )
+    return OneVsRestCalibrator(cals), converged
+
+
+def _fit_ovr_loop(fit, y_true, probs, options):
+    """One binary fit per class (any method), with the per-class error messages."""
     y, p = _ovr_inputs(y_true, probs)
     num_classes = p.shape[1]
     counts = jnp.sum(y[:, None] == jnp.arange(num_classes), axis=0)

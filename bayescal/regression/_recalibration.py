@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 
 import jax
@@ -180,7 +181,7 @@ class SigmaScalingCalibrator:
 
     def __call__(self, scale: ArrayLike) -> jax.Array:
         s = _v.as_float_array(scale, "scale")
-        return (s * self.factor).astype(s.dtype)
+        return newton.apply_bucketed(_sigma_apply, self.factor, s)
 
     def pit(self, y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
         """PIT values of the rescaled predictive (same family, scale multiplied).
@@ -215,24 +216,70 @@ def _prep_lss(y_true, loc, scale):
     return y, m, s
 
 
+@newton.fast_jit
+def _sigma_apply(factor, s):
+    return (s * factor).astype(s.dtype)
+
+
+def _sigma_objective(z, weights, family, df):
+    r"""The family's NLL in theta = log s, with its derivatives written out.
+
+    Per observation, with :math:`t = z e^{-\theta}` and :math:`\ell(t) = -\log f(t)`:
+    loss :math:`\theta + \ell(t)`, derivative :math:`1 - t\ell'(t)`, second derivative
+    :math:`t\ell'(t) + t^2\ell''(t)`: :math:`2t^2` (Normal), :math:`|t|` (Laplace,
+    where :math:`\ell'' = 0` almost everywhere) and :math:`2\nu(\nu + 1)t^2 /
+    (\nu + t^2)^2` (Student-t). Equal to forward-mode autodiff of the loss, with
+    fewer operations to compile; the loss equals ``theta - log_density(t)`` of
+    :mod:`bayescal._src.families`.
+    """
+
+    # -log f(0), the normalising constant, from the host's math library (df is a
+    # static float): no log-gamma function in the compiled program.
+    if family == "normal":
+        const = 0.5 * math.log(2 * math.pi)
+    elif family == "laplace":
+        const = math.log(2.0)
+    else:
+        const = (
+            math.lgamma(df / 2) - math.lgamma((df + 1) / 2) + 0.5 * math.log(df * math.pi)
+        )
+
+    def objective(x):
+        theta = x[0]
+        t = z * jnp.exp(-theta)
+        t2 = t * t
+        if family == "normal":
+            loss = theta + const + 0.5 * t2
+            tl, h = t2, 2 * t2
+        elif family == "laplace":
+            tl = jnp.abs(t)
+            loss = theta + const + tl
+            h = tl
+        else:
+            nu = jnp.asarray(df, z.dtype)
+            loss = theta + const + (nu + 1) / 2 * jnp.log1p(t2 / nu)
+            tl = (nu + 1) * t2 / (nu + t2)
+            h = 2 * nu * (nu + 1) * t2 / ((nu + t2) * (nu + t2))
+        loss, tl, h = jax.lax.optimization_barrier((loss * weights, tl, h * weights))
+        value, g, hh, mag = (
+            newton.accurate_sum(a) for a in (loss, (1 - tl) * weights, h, jnp.abs(loss))
+        )
+        return newton.Derivatives(value, g[None], hh[None, None], mag)
+
+    return objective
+
+
 @functools.partial(jax.jit, static_argnames=("family", "df"))
 def _fit_log_factor(z, weights, family, df):
     """Minimise the family's NLL over theta = log s with the shared Newton solver.
 
     In theta the NLL of all three families is strictly convex (its second derivative
     is a sum of positive terms), so damped Newton from the Normal MLE converges.
-    ``z`` is padded with zero ``weights``.
+    ``weights`` are 0 for padding.
     """
-
-    def loss(x):
-        theta = x[0]
-        return theta - _fam.log_density(z * jnp.exp(-theta), family, df)
-
     n = jnp.sum(weights)
     theta0 = 0.5 * jnp.log(newton.accurate_sum(weights * z * z) / n)
-    res = newton.minimize(
-        lambda x: newton.derivative_sums(loss, x, weights), theta0[None]
-    )
+    res = newton.minimize(_sigma_objective(z, weights, family, df), theta0[None])
     return res.x[0]
 
 
@@ -292,11 +339,12 @@ def fit_sigma_scaling(
         df = float(df)
     elif df is not None:
         raise ValueError(f"df is only used with family='student_t'; got family={family!r}.")
-    return _fit_sigma_scaling(y_true, loc, scale, family, df)
+    return newton.bucketed_fit(
+        _fit_sigma_scaling, (y_true, loc, scale), dict(family=family, df=df)
+    )
 
 
-@_v.validated
-def _fit_sigma_scaling(y_true, loc, scale, family, df):
+def _fit_sigma_scaling(y_true, loc, scale, n, *, family, df):
     y, m, s = _prep_lss(y_true, loc, scale)
     resid = jnp.broadcast_to(y - m, y.shape)
     _v.record(
@@ -312,12 +360,18 @@ def _fit_sigma_scaling(y_true, loc, scale, family, df):
         ),
     )
     z = resid / s
-    if family == "normal":
-        n = z.shape[0] if z.ndim else 1
-        factor = jnp.sqrt(newton.accurate_sum(jnp.ravel(z * z)) / n)
+    # n real rows (the rest is padding from newton.bucketed_fit) or all of them
+    rows = newton.mask_weights(n, z.shape[0], z.dtype) if z.ndim else None
+    if rows is None:
+        weights = jnp.ones(z.size, z.dtype)
     else:
-        (zp,), weights = newton.pad_observations(jnp.ravel(z))
-        factor = jnp.exp(_fit_log_factor(zp, weights, family, df))
+        rows = rows.reshape((-1,) + (1,) * (z.ndim - 1))
+        weights = jnp.ravel(jnp.broadcast_to(rows, z.shape))
+    z = jnp.ravel(z)
+    if family == "normal":
+        factor = jnp.sqrt(newton.accurate_sum(weights * z * z) / jnp.sum(weights))
+    else:
+        factor = jnp.exp(_fit_log_factor(z, weights, family, df))
     return SigmaScalingCalibrator(factor.astype(y.dtype), family, df)
 
 
