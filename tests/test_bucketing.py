@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import X64, compilations_during, float_tol
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from bayescal import classification as C
 from bayescal import regression as R
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import MIN_BUCKET, bucket_size
+from tests.conftest import X64, compilations_during, float_tol
 
 
 def _inputs(n, seed=0):
@@ -54,7 +54,11 @@ def _isotonic():
 # name: (function, positional inputs, keyword options)
 CASES = {
     "fit_isotonic": (C.fit_isotonic, ("labels", "p"), {}),
-    "fit_isotonic_ties": (lambda y, p: C.fit_isotonic(y, np.round(p, 1)), ("labels", "p"), {}),
+    "fit_isotonic_ties": (
+        lambda y, p: C.fit_isotonic(y, np.round(p, 1)),
+        ("labels", "p"),
+        {},
+    ),
     "isotonic_calibrator_call": (lambda p: _isotonic()(p), ("p",), {}),
     "fit_isotonic_recalibrator": (R.fit_isotonic_recalibrator, ("u",), {}),
     "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),
@@ -80,14 +84,26 @@ CASES = {
     ),
     "pinball_loss": (R.pinball_loss, ("y", "q", "levels"), {}),
     "reliability_curve": (C.reliability_curve, ("labels", "p"), {}),
-    "reliability_curve_quantile": (C.reliability_curve, ("labels", "p"), {"strategy": "quantile"}),
+    "reliability_curve_quantile": (
+        C.reliability_curve,
+        ("labels", "p"),
+        {"strategy": "quantile"},
+    ),
     "expected_calibration_error": (C.expected_calibration_error, ("labels", "p"), {}),
-    "ece_quantile": (C.expected_calibration_error, ("labels", "p"), {"strategy": "quantile"}),
+    "ece_quantile": (
+        C.expected_calibration_error,
+        ("labels", "p"),
+        {"strategy": "quantile"},
+    ),
     "ece_l2_debiased": (
-        C.expected_calibration_error, ("labels", "p"), {"norm": "l2", "debias": True}
+        C.expected_calibration_error,
+        ("labels", "p"),
+        {"norm": "l2", "debias": True},
     ),
     "ece_l1_debiased": (
-        C.expected_calibration_error, ("labels", "p"), {"debias": True, "key": 0}
+        C.expected_calibration_error,
+        ("labels", "p"),
+        {"debias": True, "key": 0},
     ),
     "brier_score": (C.brier_score, ("labels", "p"), {}),
     "brier_score_none": (C.brier_score, ("labels", "p"), {"reduction": "none"}),
@@ -123,7 +139,10 @@ def _unpadded(name, data):
 
 
 def _assert_same(got, want):
-    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    got_leaves, want_leaves = (
+        jax.tree_util.tree_leaves(got),
+        jax.tree_util.tree_leaves(want),
+    )
     assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
     for g, w in zip(got_leaves, want_leaves, strict=True):
         g, w = np.asarray(g), np.asarray(w)
@@ -145,7 +164,9 @@ def test_new_length_in_a_used_bucket_compiles_nothing(name):
     jax.block_until_ready(_call(name, first))
     for n in (1013, 1024):
         data = _inputs(n)
-        assert compilations_during(lambda d=data: jax.block_until_ready(_call(name, d))) == 0
+        assert (
+            compilations_during(lambda d=data: jax.block_until_ready(_call(name, d))) == 0
+        )
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -155,7 +176,9 @@ def test_bucketed_equals_unpadded(name):
         _assert_same(_call(name, data), _unpadded(name, data))
 
 
-@pytest.mark.parametrize("name", ["calibration_error", "brier_score", "ece_quantile", "crps_normal"])
+@pytest.mark.parametrize(
+    "name", ["calibration_error", "brier_score", "ece_quantile", "crps_normal"]
+)
 def test_an_unpadded_trace_of_the_bucket_length_is_not_reused(name):
     # jit at exactly the bucket's length first (its kernels' traces are cached by
     # shape), then an eager call padded to that length: the padding must still be
@@ -205,7 +228,10 @@ def test_recalibrators_of_sizes_in_one_bucket_share_their_programs():
     jax.block_until_ready((first(u), first.inverse(u)))
     other = R.fit_isotonic_recalibrator(_inputs(1010)["u"])
     assert other.raw.shape == (1012,)  # the fitted knots themselves are not padded
-    assert compilations_during(lambda: jax.block_until_ready((other(u), other.inverse(u)))) == 0
+    assert (
+        compilations_during(lambda: jax.block_until_ready((other(u), other.inverse(u))))
+        == 0
+    )
     want = jax.jit(lambda r, x: (r(x), r.inverse(x)))(other, u)
     _assert_same((other(u), other.inverse(u)), want)
 
@@ -231,4 +257,6 @@ def test_bucket_size_rule(n):
 
 def test_x64_mode_is_what_the_suite_runs():
     # the comparisons above use the dtype bayescal computes in
-    assert R.calibration_error(_inputs(10)["u"]).dtype == (jnp.float64 if X64 else jnp.float32)
+    assert R.calibration_error(_inputs(10)["u"]).dtype == (
+        jnp.float64 if X64 else jnp.float32
+    )

@@ -23,8 +23,8 @@ import numpy as np
 
 from bayescal._src import newton
 from bayescal._src import validation as _v
-from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.binning import bin_index
+from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.ties import isotonic_fit
