@@ -405,3 +405,14 @@ def test_top_label_and_marginal_reduce_to_binary(rng):
     assert fd.shape == (4,)
     q = marginal_calibration_error(y, probs, strategy="quantile", debias=True, norm="l2")
     assert np.isfinite(float(q))
+
+
+def test_a_zero_weight_removes_its_term_even_where_the_score_is_infinite():
+    # issue "Nothing lost, nothing silent", item 13: the first observation scores +inf
+    # (label 1 at probability 0) but has weight 0; the weighted mean is the second
+    # term alone, log 2 (was NaN from 0 * inf).
+    from bayescal.classification import log_loss
+
+    got = log_loss([1, 1], [0.0, 0.5], weights=[0.0, 1.0])
+    np.testing.assert_allclose(float(got), np.log(2.0), rtol=1e-6)
+    assert np.isinf(float(log_loss([1, 1], [0.0, 0.5], weights=[0.5, 1.0])))
