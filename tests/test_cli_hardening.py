@@ -18,7 +18,7 @@ import pytest
 
 from bayescal import regression as reg
 from bayescal.cli import main
-from tests._cli import assert_one_line_error, evaluate
+from tests._cli import assert_one_line_error, evaluate, write_good_csv
 
 X64 = bool(jax.config.read("jax_enable_x64"))
 DTYPE = np.float64 if X64 else np.float32
@@ -31,11 +31,7 @@ def write(path, text):
 
 @pytest.fixture
 def good_csv(tmp_path):
-    rng = np.random.default_rng(0)
-    loc = rng.normal(size=50)
-    y = loc + rng.normal(size=50)
-    rows = "\n".join(f"{float(a)!r},{float(b)!r},1.0" for a, b in zip(y, loc, strict=True))
-    return write(tmp_path / "good.csv", "y,loc,scale\n" + rows + "\n"), y, loc
+    return write_good_csv(tmp_path / "good.csv")
 
 
 # ------------------------------------------------------ values in the compute dtype

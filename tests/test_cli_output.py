@@ -20,22 +20,15 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 
 from bayescal.cli import main
-from tests._cli import assert_one_line_error, evaluate
+from tests._cli import assert_one_line_error, evaluate, write_good_csv
 
 
 @pytest.fixture
 def good_csv(tmp_path):
-    rng = np.random.default_rng(0)
-    loc = rng.normal(size=50)
-    y = loc + rng.normal(size=50)
-    rows = "\n".join(f"{float(a)!r},{float(b)!r},1.0" for a, b in zip(y, loc, strict=True))
-    path = tmp_path / "good.csv"
-    path.write_text("y,loc,scale\n" + rows + "\n")
-    return path
+    return write_good_csv(tmp_path / "good.csv")[0]
 
 
 def _snapshot(folder):
