@@ -152,15 +152,21 @@ def pairwise_two_sum(x: jax.Array, c: jax.Array | None = None):
     """Compensated sum over axis 0 of ``x`` (and its compensations ``c``), pairwise.
 
     Returns ``(s, c)`` with ``s + c`` the sum, accurate to about ``eps^2 log2(n)``
-    relative when the terms have one sign. Static Python loop over ``log2(n)`` levels.
+    relative when the terms have one sign. Static Python loop over ``log2(n)`` levels,
+    element-wise over the other axes (stack independent sums there: one tree serves
+    them all, which keeps the traced program small). Axis 0 is padded with zeros to a
+    power of two once; ``two_sum(a, 0) = (a, 0)`` exactly, so this pairs the terms as
+    padding each odd level would.
     """
     if c is None:
         c = jnp.zeros_like(x)
+    n = x.shape[0]
+    size = 1 << max(n - 1, 0).bit_length()
+    if size != n:
+        zero = jnp.zeros((size - n,) + x.shape[1:], x.dtype)
+        x = jnp.concatenate([x, zero])
+        c = jnp.concatenate([c, zero])
     while x.shape[0] > 1:
-        if x.shape[0] % 2:
-            zero = jnp.zeros((1,) + x.shape[1:], x.dtype)
-            x = jnp.concatenate([x, zero])
-            c = jnp.concatenate([c, zero])
         x = x.reshape((x.shape[0] // 2, 2) + x.shape[1:])
         c = c.reshape(x.shape)
         s, e = two_sum(x[:, 0], x[:, 1])
@@ -229,6 +235,8 @@ def compensated_bin_sums(
     beyond ``scale`` stay compensated across blocks, only their block sums round. The
     pairs merge with :func:`two_sum` (streaming, devices, hosts).
     """
+    if not values:
+        return ()
     idx = idx.astype(jnp.int32)
     parts = []
     for v in values:
@@ -241,13 +249,11 @@ def compensated_bin_sums(
         idx,
         *parts,
     )
-    out = []
-    for hi, lo in zip(block[0::2], block[1::2], strict=True):
-        s_hi, c_hi = pairwise_two_sum(hi)
-        s_lo, c_lo = pairwise_two_sum(lo)
-        s, e = two_sum(s_hi, s_lo)
-        out.append((s, c_hi + c_lo + e))
-    return tuple(out)
+    # One pairwise tree for every block sum [nb, 2 V, K] (high, low parts of each value).
+    total, comp = pairwise_two_sum(jnp.stack(block, axis=1))
+    s, e = two_sum(total[0::2], total[1::2])
+    c = comp[0::2] + comp[1::2] + e
+    return tuple((s[i], c[i]) for i in range(len(values)))
 
 
 def bin_sums(

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import xla_options
+
 __all__ = [
     "validated",
     "as_float_array",
@@ -435,6 +437,11 @@ def _fused_jit_with(options: tuple[tuple[str, Any], ...]) -> Any:
     return jax.jit(_fused_body, static_argnums=(0, 2, 3, 5), compiler_options=dict(options))
 
 
+def _run_fused(options: dict[str, Any], *args: Any) -> Any:
+    jitted = _fused_jit_with(tuple(sorted(options.items()))) if options else _fused_jit
+    return jitted(*args)
+
+
 def fused_call(
     fn: Callable[..., Any], args: tuple, kwargs: dict, *, compiler_options: Any = None
 ) -> tuple[Any, jax.Array] | None:
@@ -451,12 +458,7 @@ def fused_call(
     parts = _split(args, kwargs)
     if parts is None or not parts[0]:
         return None
-    jitted = (
-        _fused_jit_with(tuple(sorted(compiler_options.items())))
-        if compiler_options
-        else _fused_jit
-    )
-    return jitted(fn, *parts)
+    return _run_fused(compiler_options or {}, fn, *parts)
 
 
 def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
@@ -547,12 +549,12 @@ def validated(
                 call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
                 parts = _split(call_args, call_kwargs)
                 if parts is not None and parts[0]:
+                    extra = (np.asarray(padded[2], np.int32), padded[3]) if padded else ()
                     try:
-                        if padded:
-                            n = np.asarray(padded[2], np.int32)
-                            out, ok = _fused_jit(f, *parts, n, padded[3])
-                        else:
-                            out, ok = _fused_jit(f, *parts)
+                        out, ok = xla_options.with_options(
+                            xla_options.largest(parts[0]),
+                            lambda o: _run_fused(o, f, *parts, *extra),
+                        )
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
                     if bool(ok):  # the one host sync
