@@ -119,7 +119,9 @@ def pit_draws(
     >>> pit_draws(jnp.array([1.5, 1.0]), draws).tolist()
     [0.5, 0.25]
     """
-    if _draws_array(draws) is draws:  # large numpy draws: counted in row blocks
+    # large numpy draws: counted in row blocks (a JAX array is its own float array
+    # too, and goes the fused way)
+    if isinstance(draws, np.ndarray) and _draws_array(draws) is draws:
         return _pit_draws_streamed(y_true, draws, key=key)
     if key is None or random_prefix_stable(key):
         # host-resident inputs padded to their bucket (columns repeated: each PIT
