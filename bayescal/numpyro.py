@@ -278,7 +278,9 @@ def pit(
     _v.check_nonempty(d, what)
     y_obs = _flat_y_for_shape(y, tuple(d.shape[1:]), what)
     u = pit_draws(
-        _reshape(y_obs, (y_obs.size,)), _reshape(d, (d.shape[0], math.prod(d.shape[1:]))), key=key
+        _reshape(y_obs, (y_obs.size,)),
+        _reshape(d, (d.shape[0], math.prod(d.shape[1:]))),
+        key=key,
     )
     return _reshape(u, y.shape)
 
@@ -1269,7 +1271,9 @@ def loo_pit(
             # the weights on the host, padded like the observations (no program per N)
             w = np.exp(log_weights.T.astype(dtype))
             if n is not None:
-                w = _pad_rows(w.reshape((prep.num, n) + info.shape[1:]), info.shape[0], axis=1)
+                w = _pad_rows(
+                    w.reshape((prep.num, n) + info.shape[1:]), info.shape[0], axis=1
+                )
             means, _ = _run_average(
                 model, prep, site=site, kind="pit", chunk_size=chunk_size, obs_weights=w
             )
@@ -1279,7 +1283,9 @@ def loo_pit(
             draws = _predictive_draws(predictive, site, prep.num, shape)
             y_site = _cut_rows(prep.y_site, n)
             u = _weighted_pit(
-                np.asarray(y_site).reshape(-1) if _host_resident(y_site) else y_site.reshape(-1),
+                np.asarray(y_site).reshape(-1)
+                if _host_resident(y_site)
+                else y_site.reshape(-1),
                 _rows_last(draws, prep.num),
                 log_weights,
                 rng_key,
@@ -1373,6 +1379,45 @@ def _bucket_model(model, samples, split, site, info: _SiteInfo) -> tuple | None:
     ]
     if not rows:  # e.g. the number of observations given as an int: not padded
         return None
+    key = (
+        model,
+        site,
+        treedef,
+        static,
+        tuple(
+            (j in rows, a.shape[1:] if j in rows else a.shape, str(a.dtype))
+            for j, a in enumerate(dynamic)
+        ),
+        tuple(sorted((k, v.shape[1:], str(v.dtype)) for k, v in samples.items())),
+        info.shape[1:],
+        info.event_shape,
+    )
+    try:
+        local = _ROW_LOCAL.get(key)
+    except TypeError:  # an unhashable static argument: analysed every time
+        key, local = None, None
+    if local is None:
+        local = _row_local_model(model, samples, split, site, info, rows)
+        if key is not None:
+            if len(_ROW_LOCAL) >= 256:
+                _ROW_LOCAL.clear()
+            _ROW_LOCAL[key] = local
+    if not local:
+        return None
+    padded = [_pad_rows(a, size) if j in rows else a for j, a in enumerate(dynamic)]
+    info = dataclasses.replace(info, shape=(size, *info.shape[1:]))
+    return (treedef, static, dynamic_index, padded), info, n_obs
+
+
+# Whether a model (with given static arguments, shapes and dtypes) is row-local:
+# the analysis traces the model (~40 ms), so its answer is kept.
+_ROW_LOCAL: dict[Any, bool] = {}
+
+
+def _row_local_model(model, samples, split, site, info: _SiteInfo, rows: list[int]) -> bool:
+    """Whether ``model``'s site keeps the observations apart when the arguments
+    ``rows`` (of ``split``'s array arguments) have a symbolic first length."""
+    treedef, static, dynamic_index, dynamic = split
     try:
         (n_sym,) = jax.export.symbolic_shape("n")
         avals = [
@@ -1404,14 +1449,16 @@ def _bucket_model(model, samples, split, site, info: _SiteInfo) -> tuple | None:
             or found["event"] != tuple(info.event_shape)
             or not _row_local(closed.jaxpr, n_sym)
             # the distribution's arrays with rows have them first, like the site
-            or any(_row_axis(v.aval.shape, n_sym) not in (None, 0) for v in closed.jaxpr.outvars)
+            or any(
+                _row_axis(v.aval.shape, n_sym) not in (None, 0)
+                for v in closed.jaxpr.outvars
+            )
         ):
-            return None
+            return False
     except Exception:  # the model does not trace with a symbolic length
-        return None
-    padded = [_pad_rows(a, size) if j in rows else a for j, a in enumerate(dynamic)]
-    info = dataclasses.replace(info, shape=(size, *info.shape[1:]))
-    return (treedef, static, dynamic_index, padded), info, n_obs
+        return False
+    return True
+
 
 # ---------------------------------------------------------------------------------------
 # Shape bucketing of model evaluations
@@ -1563,14 +1610,20 @@ def _eqn_row_local(eqn: Any, name: str, in_axes: list, out_axes: list, data: boo
             return False
         if in_axes[0] is not None:  # from the rows: only all of them, kept in place
             a = in_axes[0]
-            if in_axes[1] is not None or a in dn.collapsed_slice_dims or a in dn.start_index_map:
+            if (
+                in_axes[1] is not None
+                or a in dn.collapsed_slice_dims
+                or a in dn.start_index_map
+            ):
                 return False
             kept = [b for b in range(len(shape)) if b not in dn.collapsed_slice_dims]
             return dn.offset_dims[kept.index(a)] == d_out
         index_rank = len(eqn.invars[1].aval.shape)
         if in_axes[1] == index_rank - 1:
             return False
-        batch = [a for a in range(len(eqn.outvars[0].aval.shape)) if a not in dn.offset_dims]
+        batch = [
+            a for a in range(len(eqn.outvars[0].aval.shape)) if a not in dn.offset_dims
+        ]
         return batch[in_axes[1]] == d_out
     if name in _ALONG_OTHER_AXES:
         if any(a is not None and a != d for a in in_axes):
@@ -1591,7 +1644,11 @@ def _eqn_row_local(eqn: Any, name: str, in_axes: list, out_axes: list, data: boo
             return tuple(p["padding_config"][d]) == (0, 0, 0) and d == d_out
         if name == "slice":  # the output keeps all n rows: the full axis
             strides = p.get("strides")
-            return p["start_indices"][d] == 0 and (not strides or strides[d] == 1) and d == d_out
+            return (
+                p["start_indices"][d] == 0
+                and (not strides or strides[d] == 1)
+                and d == d_out
+            )
         if name == "dynamic_slice":  # size n along the rows: the full axis
             return in_axes[0] == d and all(a is None for a in in_axes[1:]) and d == d_out
     return False

@@ -124,7 +124,9 @@ def _conformal(normalized):
 @functools.cache
 def _cqr():
     d = _base_inputs(500)
-    return R.fit_conformalized_quantile(d["y"], d["loc"] - d["scale"], d["loc"] + d["scale"])
+    return R.fit_conformalized_quantile(
+        d["y"], d["loc"] - d["scale"], d["loc"] + d["scale"]
+    )
 
 
 def _normal_cdf(v):
@@ -182,7 +184,9 @@ CASES = {
         {},
     ),
     "recalibrated_quantiles_student_t": (
-        lambda m, s, lv: R.recalibrated_quantiles(_sigma("student_t", 4.0), lv, loc=m, scale=s),
+        lambda m, s, lv: R.recalibrated_quantiles(
+            _sigma("student_t", 4.0), lv, loc=m, scale=s
+        ),
         ("loc", "scale", "levels"),
         {},
     ),
@@ -247,13 +251,21 @@ CASES = {
         ("u", "groups"),
         {"num_groups": 3, "num_levels": 20},
     ),
-    "group_calibration_error": (R.group_calibration_error, ("u", "groups"), {"num_groups": 3}),
+    "group_calibration_error": (
+        R.group_calibration_error,
+        ("u", "groups"),
+        {"num_groups": 3},
+    ),
     "group_calibration_error_interval": (
         R.group_calibration_error,
         ("u", "groups"),
         {"num_groups": 4, "kind": "interval", "norm": "max"},
     ),
-    "group_calibration_error_num_groups_read": (R.group_calibration_error, ("u", "groups"), {}),
+    "group_calibration_error_num_groups_read": (
+        R.group_calibration_error,
+        ("u", "groups"),
+        {},
+    ),
     "adversarial_group_calibration": (
         lambda y, m, s: R.adversarial_group_calibration(
             3, y, m, s, num_trials=3, num_group_draws=4
@@ -442,7 +454,9 @@ def test_bucketed_equals_unpadded(name):
 def test_same_key_same_result(name):
     data = _inputs(1000, seed=3)
     first, again = _call(name, data), _call(name, data)
-    for a, b in zip(jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(again), strict=True):
+    for a, b in zip(
+        jax.tree_util.tree_leaves(first), jax.tree_util.tree_leaves(again), strict=True
+    ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 

@@ -454,7 +454,11 @@ def _recalibrated(
     sigma = isinstance(recalibrator, SigmaScalingCalibrator)
     lv = _v.as_float_array(_host(levels), "levels")
     if lv.ndim == 0:
-        lv = lv.reshape(1) if not _v.host_resident(lv) else jax.device_put(np.asarray(lv)[None])
+        lv = (
+            lv.reshape(1)
+            if not _v.host_resident(lv)
+            else jax.device_put(np.asarray(lv)[None])
+        )
     _v.check_levels(lv, "levels", strict=False)
     data = (recalibrator.factor,) if sigma else (recalibrator.raw, recalibrator.calibrated)
     if sigma:
