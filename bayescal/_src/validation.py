@@ -325,6 +325,15 @@ def _bucketed(
             value, where = args[pos], pos
         else:
             continue
+        if isinstance(value, list | tuple):
+            # a list is host data, converted as the function itself would: padded like
+            # the arrays (left as it is, it would not match their padded length)
+            try:
+                value = np.asarray(value)
+            except Exception:  # ragged: the ordinary path reports it
+                return None
+            if value.dtype.kind not in "biuf":
+                return None
         if value is None or not hasattr(value, "ndim") or value.ndim == 0:
             continue  # absent, or a scalar that broadcasts
         if not host_resident(value):
