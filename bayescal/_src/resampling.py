@@ -194,10 +194,17 @@ def _as_data_array(a: Any, name: str) -> jax.Array:
     else:
         if isinstance(a, str | bytes) or a is None:
             raise TypeError(f"{name} must be an array; got {type(a).__name__}.")
+        _v.reject_masked(a, name)
         arr = np.asarray(a)
     if jnp.issubdtype(arr.dtype, jnp.floating):
         return _v.as_float_array(a, name)
     if jnp.issubdtype(arr.dtype, jnp.integer) or arr.dtype == bool:
+        if _v.narrows(arr):
+            raise ValueError(
+                f"{name} holds integers beyond {jax.dtypes.canonicalize_dtype(arr.dtype)} (up to "
+                f"{arr.max()}), which JAX would wrap around; pass them as floats, or "
+                "enable 64-bit integers with JAX_ENABLE_X64=1."
+            )
         return jnp.asarray(arr)
     raise TypeError(
         f"{name} must be an array of numbers; got dtype {arr.dtype}. Convert it first."

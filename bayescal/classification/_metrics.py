@@ -854,7 +854,7 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
             f"bins must be an int number of uniform bins; got {bins!r}. Quantile or "
             "custom edges depend on all the data and cannot be streamed."
         )
-    num = _v.check_positive_int(bins, "bins")
+    num = _v.check_num_bins(bins, "bins")
     if not isinstance(weighted, bool):
         raise TypeError(f"weighted must be a bool; got {weighted!r}.")
     return _build(num, weighted)
