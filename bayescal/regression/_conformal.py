@@ -116,6 +116,7 @@ class ConformalCalibrator:
     alpha: float = 0.1
     normalized: bool = False
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(
         self, loc: ArrayLike, scale: ArrayLike | None = None
     ) -> tuple[jax.Array, jax.Array]:

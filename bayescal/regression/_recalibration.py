@@ -179,10 +179,14 @@ class SigmaScalingCalibrator:
     family: str = "normal"
     df: float | None = None
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, scale: ArrayLike) -> jax.Array:
+        """The rescaled scales ``factor * scale``; ``scale`` must be positive, as in a fit."""
         s = _v.as_float_array(scale, "scale")
+        _v.check_positive(s, "scale")
         return newton.apply_bucketed(_sigma_apply, self.factor, s)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def pit(self, y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
         """PIT values of the rescaled predictive (same family, scale multiplied).
 
