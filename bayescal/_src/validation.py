@@ -125,7 +125,16 @@ def _sorted(x: jax.Array, strict: bool) -> jax.Array:
     return jnp.all(d > 0) if strict else jnp.all(d >= 0)
 
 
+def _two_inside(x: Any, xp: Any) -> Any:
+    """At least two distinct values strictly inside (0, 1) (``xp``: jnp or np)."""
+    inside = (x > 0) & (x < 1)
+    lo = xp.min(xp.where(inside, x, xp.inf)) if x.size else xp.inf
+    hi = xp.max(xp.where(inside, x, -xp.inf)) if x.size else -xp.inf
+    return lo < hi
+
+
 _PREDICATES: dict[str, Callable[..., jax.Array]] = {
+    "two_inside": lambda x: _two_inside(x, jnp),
     "finite": lambda x: _all_finite(x),
     "unit": lambda x: jnp.all((x >= 0) & (x <= 1)),
     "positive": lambda x: _all_finite(x) & jnp.all(x >= _tiny(x.dtype)),
@@ -159,6 +168,7 @@ def _flags(checks: Sequence[_Check]) -> jax.Array:
 
 # The same predicates in NumPy, for concrete arrays in host memory (below).
 _HOST_PREDICATES: dict[str, Callable[..., bool]] = {
+    "two_inside": lambda x: bool(_two_inside(x, np)),
     "finite": lambda x: bool(np.isfinite(x).all()),
     "unit": lambda x: bool(((x >= 0) & (x <= 1)).all()),
     "positive": lambda x: bool(np.isfinite(x).all() and (x >= _tiny(x.dtype)).all()),
@@ -697,6 +707,19 @@ def _message(c: _Check) -> str:
         return (
             f"{name} holds only class {only} ({x.size} labels); fitting a calibrator "
             "needs both classes. Use a larger or stratified calibration set."
+        )
+    if c.kind == "two_inside":
+        host = np.asarray(x)
+        inside = host[(host > 0) & (host < 1)]
+        values, counts = np.unique(host, return_counts=True)
+        shown = ", ".join(f"{v.item()!r} ({k}x)" for v, k in zip(values[:4], counts[:4], strict=True))
+        return (
+            f"{name} has {np.unique(inside).size} distinct values strictly between 0 and 1 "
+            f"among its {host.size} values ({shown}{', ...' if values.size > 4 else ''}); "
+            f"{what} needs at least 2. On PIT values at one point (e.g. all 1: every "
+            "observation above its predictive) the map would be an arbitrary "
+            "interpolation, not the empirical CDF of the calibration data. Check the "
+            "predictive (location and scale), or use a larger calibration set."
         )
     if c.kind == "any_positive":
         return f"{name} are all 0; at least one observation needs {what} > 0."
