@@ -109,7 +109,8 @@ def pit_ecdf_band(
     dtype : float dtype, optional
         Default: JAX's default float.
     batch_size : int, optional
-        Simulations per ``vmap`` batch.
+        Simulations drawn at a time (bounds the memory; the band does not depend on
+        it).
 
     Returns
     -------
@@ -124,10 +125,12 @@ def pit_ecdf_band(
 
     Notes
     -----
-    The counts at the points are simulated directly: from ``n`` uniform draws for
-    small ``n``, and from multinomial cell counts (cost independent of ``n``) when
-    ``n > 40 * num_points``. Binomial tails and quantiles are computed in float64 on
-    the host (``scipy``).
+    The counts at the points are simulated directly, as multinomial cell counts
+    (exactly the counts of ``n`` uniform draws, at a cost independent of ``n``), on the
+    host with NumPy's generator seeded by ``key``; binomial tails and quantiles are
+    computed in float64 on the host (``scipy``). Nothing is compiled for a new ``n``
+    (under ``jit`` or ``vmap`` the same host computation runs through
+    ``jax.pure_callback``).
 
     References
     ----------
@@ -154,8 +157,7 @@ def pit_ecdf_band(
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a float dtype; got {dtype}.")
     if batch_size is None:
-        per = num_points if n > MULTINOMIAL_PER_POINT * num_points else n
-        batch_size = default_batch_size(per, num_samples)
+        batch_size = default_batch_size(num_points, num_samples)
     band, _ = ecdf_band_kernel(
         key,
         jnp.asarray(level, dtype),
