@@ -36,6 +36,7 @@ __all__ = [
     "Band",
     "binomial_quantile",
     "binomial_acceptance_intervals",
+    "corp_band",
     "corp_consistency_band",
     "ecdf_band_kernel",
     "simulate_ecdf_counts",
@@ -155,7 +156,7 @@ def _acceptance_kernel(expected, count, level):
     return Band(expected, lower.astype(expected.dtype), upper.astype(expected.dtype))
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket={"expected": 0, "count": 0}, per_observation=0)
 def binomial_acceptance_intervals(
     expected: ArrayLike, count: ArrayLike, *, level: float = 0.95
 ) -> Band:
@@ -331,9 +332,27 @@ def corp_consistency_band(
     if grid is not None:
         g = _v.as_float_array(grid, "grid").astype(x.dtype)
         _v.check_levels(g, "grid", strict=False)
+    return corp_band(key, x, num_samples=num_samples, level=level, grid=g, batch_size=batch_size)
+
+
+def corp_band(
+    key: jax.Array,
+    x: jax.Array,
+    *,
+    num_samples: int,
+    level: float,
+    grid: jax.Array | None = None,
+    batch_size: int | None = None,
+) -> Band:
+    """:func:`corp_consistency_band` on checked arguments (no checks here).
+
+    ``x`` may hold a bucket's padding as values above 1: they sort last, their
+    resampled labels are all 1, and PAV never pools them with the real forecasts, so
+    the band's first ``n`` points are those of the real data.
+    """
     if batch_size is None:
         batch_size = default_batch_size(x.shape[0], num_samples)
-    return _corp_kernel(x, g, key, jnp.asarray(level, x.dtype), num_samples, batch_size)
+    return _corp_kernel(x, grid, key, jnp.asarray(level, x.dtype), num_samples, batch_size)
 
 
 # ------------------------------------------------------------- ECDF of uniforms
