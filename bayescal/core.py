@@ -201,11 +201,13 @@ def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
 
 
 # A curve's points (levels, bins, sorted forecasts) are padded to a bucket like
-# observations: curves of any length in one bucket share one program.
+# observations: curves of any length in one bucket share one program. Called inside
+# another public function (e.g. the ECE's kernel), a curve is taken as it is: that
+# function's bucket is of its observations, not of the curve's points.
 _POINTS = {"expected": -1, "observed": -1, "weight": -1}
 
 
-@_v.validated(fuse=True, bucket=_POINTS)
+@_v.validated(fuse=True, bucket=_POINTS, nested_bucket=False)
 def _curve_error(expected: Any, observed: Any, weight: Any, *, norm: str) -> jax.Array:
     _v.check_choice(norm, "norm", NORMS)
     expected, observed, weight = (jnp.asarray(a) for a in (expected, observed, weight))
@@ -239,7 +241,7 @@ def curve_area(curve: CalibrationCurve) -> jax.Array:
     return _curve_area(curve.expected, curve.observed)
 
 
-@_v.validated(fuse=True, bucket={"expected": -1, "observed": -1})
+@_v.validated(fuse=True, bucket={"expected": -1, "observed": -1}, nested_bucket=False)
 def _curve_area(expected: Any, observed: Any) -> jax.Array:
     expected, observed = jnp.asarray(expected), jnp.asarray(observed)
     # A bucket's padding repeats the last point: segments of width 0, which add 0 (the

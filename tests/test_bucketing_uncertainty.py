@@ -361,3 +361,20 @@ def test_the_draws_rely_on_partitionable_threefry():
     np.testing.assert_array_equal(
         jax.random.randint(k, (256,), 0, n)[:100], jax.random.randint(k, (100,), 0, 100)
     )
+
+
+def test_a_curve_inside_another_bucketed_call_is_taken_as_it_is():
+    # The ECE's kernel calls core.curve_error on its bins inside the bucketed ECE: the
+    # curve's points are not the ECE's observations, so the ECE's bucket must not
+    # reach them, whatever their number (here as many as the bucket's length).
+    from bayescal._src import validation as _v
+
+    @_v.validated(fuse=True, bucket={"u": -1})
+    def errors(u, x):
+        curve = CalibrationCurve(x, x[::-1], jnp.ones_like(x))
+        return core.curve_error(curve), core.curve_area(curve), jnp.nansum(_v.masked_nan(u))
+
+    u = _data(1000)["u"]
+    for points in (15, bucket_size(1000)):
+        x = np.linspace(0, 1, points)
+        _assert_same(errors(u, x), jax.jit(errors)(u, x))

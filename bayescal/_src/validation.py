@@ -501,6 +501,7 @@ def validated(
     fuse: bool = False,
     bucket: dict[str, int] | None = None,
     per_observation: Any = None,
+    nested_bucket: bool = True,
 ) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
@@ -529,6 +530,13 @@ def validated(
     extra)`` for arrays of ``n + extra`` entries along it (e.g. knots with both ends
     added), whose padding comes last; or a function of the keyword arguments giving
     any of these (e.g. per-observation scores only with ``reduction="none"``).
+
+    ``nested_bucket=False``: called inside another public function's traced body, ``fn``
+    runs with no bucket (:func:`observation_mask` gives None), because its bucketed
+    axis is not that function's observation axis (e.g. the points of a curve, which
+    a caller with a padded curve leaves out itself, by weight 0). By default a nested
+    call sees the enclosing call's bucket (e.g. ``calibration_error`` inside a test
+    of it, on the same padded PIT values).
     """
 
     def wrap(f: _F) -> _F:
@@ -565,6 +573,12 @@ def validated(
                             axis, extra = axis if isinstance(axis, tuple) else (axis, 0)
                             out = _unpad(out, padded[2] + extra, padded[3] + extra, axis)
                         return out
+            if not nested_bucket and _BUCKET.get() is not None:
+                token = _BUCKET.set(None)
+                try:
+                    return _run_checked(f, args, kwargs)
+                finally:
+                    _BUCKET.reset(token)
             return _run_checked(f, args, kwargs)
 
         return wrapper  # type: ignore[return-value]
