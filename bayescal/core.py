@@ -160,8 +160,10 @@ def isotonic_regression(
         # A bucket's padding: the row's largest value (smallest when decreasing) with
         # weight 1. Every fitted value lies between the row's extremes, so the padding
         # adds no violation and never changes a real block; sliced off on the host.
-        end = jnp.max(y, axis=-1, keepdims=True) if increasing else jnp.min(
-            y, axis=-1, keepdims=True
+        end = (
+            jnp.max(y, axis=-1, keepdims=True)
+            if increasing
+            else jnp.min(y, axis=-1, keepdims=True)
         )
         y = jnp.where(mask, y, end)
         w = jnp.where(mask, w, jnp.ones((), w.dtype))

@@ -292,9 +292,7 @@ def test_same_key_same_draws_whatever_the_bucket():
 
 def test_pit_ecdf_band_traced_key_equals_eager():
     eager = R.pit_ecdf_band(KEY, 300, num_points=30, num_samples=200)
-    jitted = jax.jit(lambda k: R.pit_ecdf_band(k, 300, num_points=30, num_samples=200))(
-        KEY
-    )
+    jitted = jax.jit(lambda k: R.pit_ecdf_band(k, 300, num_points=30, num_samples=200))(KEY)
     _assert_same(eager, jitted)
     keys = jax.random.split(KEY, 2)
     batched = jax.vmap(lambda k: R.pit_ecdf_band(k, 300, num_points=30, num_samples=200))(

@@ -332,7 +332,9 @@ def corp_consistency_band(
     if grid is not None:
         g = _v.as_float_array(grid, "grid").astype(x.dtype)
         _v.check_levels(g, "grid", strict=False)
-    return corp_band(key, x, num_samples=num_samples, level=level, grid=g, batch_size=batch_size)
+    return corp_band(
+        key, x, num_samples=num_samples, level=level, grid=g, batch_size=batch_size
+    )
 
 
 def corp_band(

@@ -145,7 +145,9 @@ def corp_curve(
 @functools.partial(
     jax.jit, static_argnames=("num_bins", "num_samples", "method", "batch_size")
 )
-def _bootstrap_bands(key, y, p, n, mask, edges, level, *, num_bins, num_samples, method, batch_size):
+def _bootstrap_bands(
+    key, y, p, n, mask, edges, level, *, num_bins, num_samples, method, batch_size
+):
     """Percentile bands of the observed frequencies over bootstrap replicates.
 
     Replicate ``b`` uses ``split(key, num_samples)[b]``: ``n`` indices uniform on the
@@ -160,7 +162,9 @@ def _bootstrap_bands(key, y, p, n, mask, edges, level, *, num_bins, num_samples,
     keys = jax.random.split(key, num_samples)
 
     def frequencies(yy, pp, w):
-        curve, _ = _reliability_kernel(yy, pp, w, edges, num_bins=num_bins, strategy="edges")
+        curve, _ = _reliability_kernel(
+            yy, pp, w, edges, num_bins=num_bins, strategy="edges"
+        )
         # empty bins give no information in a replicate: NaN is left out of the percentiles
         return jnp.where(curve.weight > 0, curve.observed, jnp.nan)
 

@@ -225,7 +225,9 @@ def _bootstrap_observed(u, n, key, *, num_levels, kind, num_samples, method, per
         if method == "plain":
             # Resampling n observations with replacement = multinomial counts per cell.
             def one(k):
-                return jnp.cumsum(jax.random.multinomial(k, nf, cell_f / nf, dtype=dtype)) / nf
+                return (
+                    jnp.cumsum(jax.random.multinomial(k, nf, cell_f / nf, dtype=dtype)) / nf
+                )
 
         else:
             # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
@@ -255,9 +257,7 @@ def _bootstrap_observed(u, n, key, *, num_levels, kind, num_samples, method, per
         return jax.lax.map(one, keys, batch_size=batch).astype(dtype)
 
     if per_cell is None:
-        samples = jax.lax.cond(
-            n > MULTINOMIAL_PER_POINT * num_levels, cells, observations
-        )
+        samples = jax.lax.cond(n > MULTINOMIAL_PER_POINT * num_levels, cells, observations)
     else:
         samples = cells() if per_cell else observations()
     return observed, samples
