@@ -472,7 +472,10 @@ def _host_band_counts(counts, z, level, n):
     t = np.sort(_smallest_tails(np.asarray(counts), n, z))
     rank = max(1, int(np.ceil((1.0 - float(level)) * t.size - 1e-9)))
     cut = t[rank - 1]
-    smaller = t[t < cut]
+    # Tails equal but for rounding (e.g. at points symmetric about 1/2, one computed as
+    # a lower tail and the other as an upper tail) are one atom: a threshold between
+    # them would sit within rounding of both.
+    smaller = t[t < cut * (1 - 1e-9)]
     q = np.sqrt(cut * smaller[-1]) if smaller.size and smaller[-1] > 0 else cut / 2
     # starting points within a count or two of the answer (scipy.stats.binom's ppf rule,
     # without importing scipy.stats), then moved until the tail rules hold exactly
