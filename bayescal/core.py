@@ -107,6 +107,7 @@ class Calibrator(Protocol):
         """Apply the fitted map to new predictions."""
 
 
+@_v.validated(fuse=True, bucket={"y": -1, "weights": -1}, per_observation=-1)
 def isotonic_regression(
     y: ArrayLike, *, weights: ArrayLike | None = None, increasing: bool = True
 ) -> jax.Array:
@@ -154,10 +155,21 @@ def isotonic_regression(
         w = jnp.broadcast_to(w, y.shape)
     if not isinstance(increasing, bool):
         raise TypeError(f"increasing must be a bool; got {increasing!r}.")
+    mask = _v.observation_mask(y.shape[-1])
+    if mask is not None:
+        # A bucket's padding: the row's largest value (smallest when decreasing) with
+        # weight 1. Every fitted value lies between the row's extremes, so the padding
+        # adds no violation and never changes a real block; sliced off on the host.
+        end = (
+            jnp.max(y, axis=-1, keepdims=True)
+            if increasing
+            else jnp.min(y, axis=-1, keepdims=True)
+        )
+        y = jnp.where(mask, y, end)
+        w = jnp.where(mask, w, jnp.ones((), w.dtype))
     return isotonic_kernel(y, w, increasing)
 
 
-@_v.validated
 def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
     """Weighted gap between a curve's observed and expected values.
 
@@ -187,11 +199,25 @@ def curve_error(curve: CalibrationCurve, *, norm: Norm = "l1") -> jax.Array:
     >>> round(float(curve_error(c)), 4)
     0.175
     """
+    return _curve_error(curve.expected, curve.observed, curve.weight, norm=norm)
+
+
+# A curve's points (levels, bins, sorted forecasts) are padded to a bucket like
+# observations: curves of any length in one bucket share one program. Called inside
+# another public function (e.g. the ECE's kernel), a curve is taken as it is: that
+# function's bucket is of its observations, not of the curve's points.
+_POINTS = {"expected": -1, "observed": -1, "weight": -1}
+
+
+@_v.validated(fuse=True, bucket=_POINTS, nested_bucket=False)
+def _curve_error(expected: Any, observed: Any, weight: Any, *, norm: str) -> jax.Array:
     _v.check_choice(norm, "norm", NORMS)
-    return curve_gap(curve.expected, curve.observed, curve.weight, norm)
+    expected, observed, weight = (jnp.asarray(a) for a in (expected, observed, weight))
+    # weight 0 in a bucket's padding: left out of every norm
+    weight = _v.mask_weights(weight, weight.shape, weight.dtype)
+    return curve_gap(expected, observed, weight, norm)
 
 
-@_v.validated
 def curve_area(curve: CalibrationCurve) -> jax.Array:
     """Area between the piecewise-linear curve and the diagonal, crossings exact.
 
@@ -214,4 +240,12 @@ def curve_area(curve: CalibrationCurve) -> jax.Array:
     >>> float(curve_area(c))
     0.25
     """
-    return area_between(curve.expected, curve.observed - curve.expected)
+    return _curve_area(curve.expected, curve.observed)
+
+
+@_v.validated(fuse=True, bucket={"expected": -1, "observed": -1}, nested_bucket=False)
+def _curve_area(expected: Any, observed: Any) -> jax.Array:
+    expected, observed = jnp.asarray(expected), jnp.asarray(observed)
+    # A bucket's padding repeats the last point: segments of width 0, which add 0 (the
+    # gaps of a curve are finite), so no mask is needed.
+    return area_between(expected, observed - expected)

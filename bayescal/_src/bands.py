@@ -36,6 +36,7 @@ __all__ = [
     "Band",
     "binomial_quantile",
     "binomial_acceptance_intervals",
+    "corp_band",
     "corp_consistency_band",
     "ecdf_band_kernel",
     "simulate_ecdf_counts",
@@ -155,7 +156,7 @@ def _acceptance_kernel(expected, count, level):
     return Band(expected, lower.astype(expected.dtype), upper.astype(expected.dtype))
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket={"expected": 0, "count": 0}, per_observation=0)
 def binomial_acceptance_intervals(
     expected: ArrayLike, count: ArrayLike, *, level: float = 0.95
 ) -> Band:
@@ -331,9 +332,29 @@ def corp_consistency_band(
     if grid is not None:
         g = _v.as_float_array(grid, "grid").astype(x.dtype)
         _v.check_levels(g, "grid", strict=False)
+    return corp_band(
+        key, x, num_samples=num_samples, level=level, grid=g, batch_size=batch_size
+    )
+
+
+def corp_band(
+    key: jax.Array,
+    x: jax.Array,
+    *,
+    num_samples: int,
+    level: float,
+    grid: jax.Array | None = None,
+    batch_size: int | None = None,
+) -> Band:
+    """:func:`corp_consistency_band` on checked arguments (no checks here).
+
+    ``x`` may hold a bucket's padding as values above 1: they sort last, their
+    resampled labels are all 1, and PAV never pools them with the real forecasts, so
+    the band's first ``n`` points are those of the real data.
+    """
     if batch_size is None:
         batch_size = default_batch_size(x.shape[0], num_samples)
-    return _corp_kernel(x, g, key, jnp.asarray(level, x.dtype), num_samples, batch_size)
+    return _corp_kernel(x, grid, key, jnp.asarray(level, x.dtype), num_samples, batch_size)
 
 
 # ------------------------------------------------------------- ECDF of uniforms
@@ -346,8 +367,13 @@ def corp_consistency_band(
 MULTINOMIAL_PER_POINT = 40
 
 
-def _uniform_ecdf_counts(key, n, num_points, dtype):
-    u = jax.random.uniform(key, (n,), dtype)
+def _uniform_ecdf_counts(key, n, num_points, dtype, size):
+    u = jax.random.uniform(key, (size,), dtype)
+    if not isinstance(n, int) or n != size:
+        # Only the first n draws are observations: with JAX's counter-based
+        # (partitionable) threefry the first n of `size` draws are exactly the n draws
+        # of an unpadded call, so a padded bucket gives the same counts.
+        u = jnp.where(jnp.arange(size) < n, u, jnp.nan)  # NaN is counted nowhere
     return count_at_or_below(u, num_points)
 
 
@@ -357,12 +383,37 @@ def _multinomial_ecdf_counts(key, n, grid):
     return jnp.round(counts).astype(jnp.int32)
 
 
-def simulate_ecdf_counts(key: jax.Array, n: int, num_points: int, dtype: Any) -> jax.Array:
-    """Counts ``#{u_i <= z_j}`` of ``n`` uniforms at ``z = linspace(0, 1, num_points)``."""
-    if n > MULTINOMIAL_PER_POINT * num_points:
+def simulate_ecdf_counts(
+    key: jax.Array,
+    n: Any,
+    num_points: int,
+    dtype: Any,
+    *,
+    size: int | None = None,
+    per_cell: bool | None = None,
+) -> jax.Array:
+    """Counts ``#{u_i <= z_j}`` of ``n`` uniforms at ``z = linspace(0, 1, num_points)``.
+
+    ``n`` is an int, or a traced count in a padded bucket of ``size`` observations;
+    ``per_cell`` (default: ``n > MULTINOMIAL_PER_POINT * num_points`` for an int
+    ``n``) draws multinomial cell counts instead of ``n`` uniforms, and None with a
+    traced ``n`` decides by ``n`` at run time (both ways compiled).
+    """
+    if size is None:
+        size = int(n)
+    if per_cell is None and isinstance(n, int):
+        per_cell = n > MULTINOMIAL_PER_POINT * num_points
+
+    def cells():
         grid = jnp.linspace(0.0, 1.0, num_points, dtype=dtype)
-        return _multinomial_ecdf_counts(key, n, grid)
-    return _uniform_ecdf_counts(key, n, num_points, dtype)
+        return _multinomial_ecdf_counts(key, jnp.asarray(n, dtype), grid)
+
+    def uniforms():
+        return _uniform_ecdf_counts(key, n, num_points, dtype, size).astype(jnp.int32)
+
+    if per_cell is None:
+        return jax.lax.cond(n > MULTINOMIAL_PER_POINT * num_points, cells, uniforms)
+    return cells() if per_cell else uniforms()
 
 
 def _host_tails(k: np.ndarray, n: np.int64, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -373,6 +424,34 @@ def _host_tails(k: np.ndarray, n: np.int64, z: np.ndarray) -> tuple[np.ndarray, 
     cdf = np.where(k < 0, 0.0, scipy.special.bdtr(np.maximum(k, 0), n, z))
     sf = np.where(k <= 0, 1.0, scipy.special.bdtrc(np.maximum(k - 1, 0), n, z))
     return np.where(k >= n, 1.0, cdf), np.where(k > n, 0.0, sf)
+
+
+def _smallest_tails(counts: np.ndarray, n: np.int64, z: np.ndarray) -> np.ndarray:
+    """``min_j min(P(X_j <= c_j), P(X_j >= c_j))`` for each row of ``counts [B, K]``.
+
+    The tails depend on the point and the count only, so they are computed once per
+    count that occurs at each point (a table of a few standard deviations per point)
+    and looked up: the same values as computing them for every entry, several times
+    faster for many simulations.
+    """
+    counts = np.asarray(counts, np.int64)
+    low = counts.min(axis=0)
+    span = counts.max(axis=0) - low + 1
+    start = np.concatenate([[0], np.cumsum(span)[:-1]])
+    point = np.repeat(np.arange(counts.shape[-1]), span)
+    value = low[point] + np.arange(span.sum()) - start[point]
+    lower_tail, upper_tail = _host_tails(value, n, z[point])
+    table = np.minimum(lower_tail, upper_tail)
+    return table[start + (counts - low)].min(axis=-1)
+
+
+def _binom_ppf(q: Any, n: np.int64, z: np.ndarray) -> np.ndarray:
+    """``scipy.stats.binom.ppf(q, n, z)`` from scipy.special (the same rule)."""
+    import scipy.special
+
+    vals = np.ceil(scipy.special.bdtrik(q, n, z))
+    below = np.maximum(vals - 1, 0)
+    return np.where(scipy.special.bdtr(below, n, z) >= q, below, vals)
 
 
 def _host_band_counts(counts, z, level, n):
@@ -390,54 +469,124 @@ def _host_band_counts(counts, z, level, n):
     """
     n = np.int64(n)
     z = np.asarray(z, dtype=np.float64)
-    lower_tail, upper_tail = _host_tails(np.asarray(counts), n, z)
-    t = np.sort(np.minimum(lower_tail, upper_tail).min(axis=-1))
+    t = np.sort(_smallest_tails(np.asarray(counts), n, z))
     rank = max(1, int(np.ceil((1.0 - float(level)) * t.size - 1e-9)))
     cut = t[rank - 1]
-    smaller = t[t < cut]
+    # Tails equal but for rounding (e.g. at points symmetric about 1/2, one computed as
+    # a lower tail and the other as an upper tail) are one atom: a threshold between
+    # them would sit within rounding of both.
+    smaller = t[t < cut * (1 - 1e-9)]
     q = np.sqrt(cut * smaller[-1]) if smaller.size and smaller[-1] > 0 else cut / 2
-    from scipy.stats import binom
-
-    lo = np.clip(binom.ppf(q, n, z), 0, n)
-    hi = np.clip(binom.isf(q, n, z), 0, n)
-    for _ in range(8):  # a step or two fixes any disagreement between the algorithms
+    # starting points within a count or two of the answer (scipy.stats.binom's ppf rule,
+    # without importing scipy.stats), then moved until the tail rules hold exactly
+    lo = np.clip(_binom_ppf(q, n, z), 0, n)
+    hi = np.clip(_binom_ppf(1.0 - q, n, z), 0, n)
+    for _ in range(64):  # a step or two fixes any disagreement between the algorithms
+        before = (lo, hi)
         lo = lo + (_host_tails(lo, n, z)[0] < q)
         lo = lo - ((lo > 0) & (_host_tails(lo - 1, n, z)[0] >= q))
         hi = hi + ((hi < n) & (_host_tails(hi + 1, n, z)[1] >= q))
         hi = hi - (_host_tails(hi, n, z)[1] < q)
+        if np.array_equal(before[0], lo) and np.array_equal(before[1], hi):
+            break
     return np.float64(q), lo, hi
 
 
-@functools.partial(
-    jax.jit, static_argnames=("n", "num_points", "num_samples", "dtype", "batch_size")
-)
+def _host_ecdf_counts(
+    words: np.ndarray, n: int, z: np.ndarray, num_samples: int, batch_size: int
+) -> np.ndarray:
+    """``num_samples`` simulated ECDF counts of ``n`` uniforms at the points ``z``.
+
+    On the host with NumPy's generator seeded by the key's words: the counts at the
+    points are cumulative multinomial cell counts (exactly the counts of ``n`` uniform
+    draws, at a cost independent of ``n``), drawn ``batch_size`` rows at a time (the
+    same stream whatever the batch size).
+    """
+    rng = np.random.default_rng(np.asarray(words, np.uint32).ravel())
+    cells = np.diff(np.asarray(z, np.float64))
+    cells = np.clip(cells, 0.0, None)
+    cells /= cells.sum()
+    out = np.empty((num_samples, z.size), np.int64)
+    out[:, 0] = 0
+    for start in range(0, num_samples, batch_size):
+        stop = min(start + batch_size, num_samples)
+        draws = rng.multinomial(n, cells, size=stop - start)
+        np.cumsum(draws, axis=1, out=out[start:stop, 1:])
+    return out
+
+
+# The interior edges of the band are moved outwards by this many units in the last
+# place: a curve's count / n may round either way (XLA divides by a constant n as a
+# product with its reciprocal, up to ~3 ulps off the exact quotient), and a curve
+# exactly on an edge of the band is inside it. Far below the distance 1 / n to the
+# next count.
+_EDGE_ULPS = 4
+
+
+def _host_ecdf_band(words, z, level, *, n, num_samples, batch_size, dtype):
+    """The band's ``lower``, ``upper`` (proportions) and ``q``, from the key's words."""
+    z = np.asarray(z)
+    counts = _host_ecdf_counts(words, n, z, num_samples, batch_size)
+    q, lo, hi = _host_band_counts(counts[:, 1:-1], z[1:-1], level, n)
+    dtype = np.dtype(dtype)
+    lower = np.concatenate([[0.0], lo / n, [1.0]]).astype(dtype)
+    upper = np.concatenate([[0.0], hi / n, [1.0]]).astype(dtype)
+    # 0 and 1 stay exact (no curve lies below 0 or above 1), and so do the ends
+    interior = np.zeros(z.size, bool)
+    interior[1:-1] = True
+    down, up = interior & (lower > 0), interior & (upper < 1)
+    for _ in range(_EDGE_ULPS):
+        lower[down] = np.nextafter(lower[down], dtype.type(-np.inf))
+        upper[up] = np.nextafter(upper[up], dtype.type(np.inf))
+    return lower, upper, np.asarray(q, dtype)
+
+
+@functools.lru_cache(maxsize=64)
+def _unit_grid(num_points: int, dtype_name: str):
+    # One tiny program per number of points (never per n): the grid is jnp.linspace's,
+    # bit for bit, as in the calibration curves. The function is cached, not its value
+    # (called under a trace it gives a tracer).
+    dtype = jnp.dtype(dtype_name)
+    return jax.jit(lambda: jnp.linspace(0.0, 1.0, num_points, dtype=dtype))
+
+
+def _key_words(key: Any) -> Any:
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(key)
+    return key
+
+
 def ecdf_band_kernel(key, level, *, n, num_points, num_samples, dtype, batch_size):
     """Simultaneous ECDF band of ``n`` uniforms on ``linspace(0, 1, num_points)``.
 
     Returns the band and the adjusted one-sided pointwise tail probability ``q``: a
     curve is inside the band exactly when the smallest of its one-sided binomial tail
     probabilities over the interior points is at least ``q``.
+
+    Everything runs on the host (NumPy and scipy, float64), seeded by the key: an eager
+    call compiles nothing for a new ``n``; under ``jit`` or ``vmap`` (a traced key or
+    level) the same host function runs through ``jax.pure_callback``.
     """
-    grid = jnp.linspace(0.0, 1.0, num_points, dtype=dtype)
-    keys = jax.random.split(key, num_samples)
-    counts = jax.lax.map(
-        lambda k: simulate_ecdf_counts(k, n, num_points, dtype), keys, batch_size=batch_size
+    dtype = jnp.dtype(dtype)
+    n, num_points = int(n), int(num_points)
+    grid = _unit_grid(num_points, dtype.name)()
+    words = _key_words(key)
+    host = functools.partial(
+        _host_ecdf_band,
+        n=n,
+        num_samples=int(num_samples),
+        batch_size=int(batch_size),
+        dtype=dtype,
     )
-    interior = grid[1:-1]  # the ends are fixed: G(0) = 0, G(1) = 1
-
-    def host(c_, z_, level_):
-        q, lo, hi = _host_band_counts(c_, z_, level_, n)
-        return q.astype(dtype), lo.astype(dtype), hi.astype(dtype)
-
+    if _v.is_concrete(words) and _v.is_concrete(level):
+        lower, upper, q = host(np.asarray(words), np.asarray(grid), float(level))
+        return Band(grid, jax.device_put(lower), jax.device_put(upper)), jax.device_put(q)
     shapes = (
+        jax.ShapeDtypeStruct(grid.shape, dtype),
+        jax.ShapeDtypeStruct(grid.shape, dtype),
         jax.ShapeDtypeStruct((), dtype),
-        jax.ShapeDtypeStruct(interior.shape, dtype),
-        jax.ShapeDtypeStruct(interior.shape, dtype),
     )
-    q, lo, hi = jax.pure_callback(
-        host, shapes, counts[:, 1:-1], interior, level, vmap_method="sequential"
+    lower, upper, q = jax.pure_callback(
+        host, shapes, words, grid, level, vmap_method="sequential"
     )
-    zero, one = jnp.zeros((1,), dtype), jnp.full((1,), n, dtype)
-    lower = jnp.concatenate([zero, lo, one]) / n
-    upper = jnp.concatenate([zero, hi, one]) / n
     return Band(grid, lower, upper), q

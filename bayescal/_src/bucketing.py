@@ -25,6 +25,7 @@ from .validation import host_resident
 
 __all__ = [
     "MIN_BUCKET",
+    "bucket_floor",
     "bucket_size",
     "pad_axis",
     "pad_to_bucket",
@@ -53,6 +54,33 @@ def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:
         return floor
     grain = 1 << (n.bit_length() - 3)
     return -(-n // grain) * grain
+
+
+def bucket_floor(size: int, minimum: int = MIN_BUCKET) -> int:
+    """The smallest ``n`` whose bucket is ``size`` (a bucket of :func:`bucket_size`).
+
+    A kernel that runs on a padded bucket knows only that its true ``n`` lies in
+    ``[bucket_floor(size), size]``: where a choice depends on ``n`` (e.g. drawing
+    replicates per observation or per cell above a threshold), it is static when the
+    whole range is on one side.
+
+    Examples
+    --------
+    >>> from bayescal._src.bucketing import bucket_floor
+    >>> [bucket_floor(s) for s in (256, 320, 1024, 10240)]
+    [1, 257, 897, 8193]
+    """
+    size = int(size)
+    if bucket_size(size, minimum) != size:
+        raise ValueError(f"{size} is not a bucket size")
+    lo, hi = 1, size  # bucket_size is nondecreasing: bisect for the first n mapping to size
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if bucket_size(mid, minimum) < size:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def pad_axis(x, size: int, *, axis: int = -1, fill=None):

@@ -406,6 +406,32 @@ def _bucketed(
     return tuple(new_args), new_kwargs, n, size
 
 
+_KEY_NAMES = ("key", "rng_key")
+
+
+def _keys_prefix_stable(args: tuple, kwargs: dict, positions: dict[str, int]) -> bool:
+    """Whether the call's random key (if any) draws the same first values when padded.
+
+    A randomized kernel on a padded bucket gives the real observations the values of
+    the unpadded call only where ``jax.random``'s draws of a longer array begin with
+    those of a shorter one (:func:`bucketing.random_prefix_stable`); otherwise the
+    call is not padded, so that a key gives the same result whatever the bucket.
+    """
+    from .bucketing import random_prefix_stable  # bucketing imports this module
+
+    for name in _KEY_NAMES:
+        pos = positions.get(name)
+        if name in kwargs:
+            key = kwargs[name]
+        elif pos is not None and pos < len(args):
+            key = args[pos]
+        else:
+            continue
+        if key is not None and not random_prefix_stable(key):
+            return False
+    return True
+
+
 def unreduced(kwargs: dict[str, Any]) -> int | None:
     """``per_observation`` of the scores: the last axis with ``reduction="none"``."""
     return -1 if kwargs.get("reduction") == "none" else None
@@ -582,6 +608,7 @@ def validated(
     fuse: bool = False,
     bucket: dict[str, int] | None = None,
     per_observation: Any = None,
+    nested_bucket: bool = True,
 ) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
@@ -610,6 +637,13 @@ def validated(
     extra)`` for arrays of ``n + extra`` entries along it (e.g. knots with both ends
     added), whose padding comes last; or a function of the keyword arguments giving
     any of these (e.g. per-observation scores only with ``reduction="none"``).
+
+    ``nested_bucket=False``: called inside another public function's traced body, ``fn``
+    runs with no bucket (:func:`observation_mask` gives None), because its bucketed
+    axis is not that function's observation axis (e.g. the points of a curve, which
+    a caller with a padded curve leaves out itself, by weight 0). By default a nested
+    call sees the enclosing call's bucket (e.g. ``calibration_error`` inside a test
+    of it, on the same padded PIT values).
     """
 
     def wrap(f: _F) -> _F:
@@ -625,7 +659,11 @@ def validated(
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             _reject_masked_arguments(f, args, kwargs)
             if fuse and _PENDING.get() is None:
-                padded = _bucketed(args, kwargs, bucket, positions) if bucket else None
+                padded = (
+                    _bucketed(args, kwargs, bucket, positions)
+                    if bucket and _keys_prefix_stable(args, kwargs, positions)
+                    else None
+                )
                 call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
                 parts = _split(call_args, call_kwargs)
                 if parts is not None and parts[0]:
@@ -647,6 +685,12 @@ def validated(
                             axis, extra = axis if isinstance(axis, tuple) else (axis, 0)
                             out = _unpad(out, padded[2] + extra, padded[3] + extra, axis)
                         return out
+            if not nested_bucket and _BUCKET.get() is not None:
+                token = _BUCKET.set(None)
+                try:
+                    return _run_checked(f, args, kwargs)
+                finally:
+                    _BUCKET.reset(token)
             return _run_checked(f, args, kwargs)
 
         return wrapper  # type: ignore[return-value]

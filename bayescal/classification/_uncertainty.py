@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -11,19 +10,26 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.bands import binomial_acceptance_intervals, corp_consistency_band
+from bayescal._src.bands import binomial_acceptance_intervals, corp_band
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.options import BinStrategy, BootstrapMethod, KeyLike
-from bayescal._src.resampling import check_key
-from bayescal._src.ties import isotonic_fit
+from bayescal._src.resampling import (
+    METHODS,
+    check_key,
+    check_level,
+    default_batch_size,
+    percentile_interval,
+)
+from bayescal._src.ties import argsort_last_axis, isotonic_fit
 from bayescal.classification._inputs import binary_inputs, resolve_bins
 from bayescal.classification._metrics import _reliability_kernel
-from bayescal.core import bootstrap
 
 __all__ = ["acceptance_intervals", "corp_curve", "bootstrap_reliability_curve"]
 
+# The arguments with an observation axis (padded to a bucket in eager calls).
+_BUCKET = {"y_true": 0, "y_prob": 0}
 
-@_v.validated
+
 def acceptance_intervals(
     curve: CalibrationCurve, *, level: float = 0.95
 ) -> CalibrationCurve:
@@ -68,7 +74,7 @@ def acceptance_intervals(
     return curve._replace(lower=band.lower, upper=band.upper)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET, per_observation=0)
 def corp_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -113,25 +119,75 @@ def corp_curve(
     [0.0, 0.5, 0.5, 1.0]
     """
     y, p = binary_inputs(y_true, y_prob)
-    order = jnp.argsort(p)
+    if key is not None:
+        key = check_key(key)
+        num_samples = _v.check_positive_int(num_samples, "num_samples")
+        level = check_level(level)
+    mask = _v.observation_mask(p.shape[0])
+    if mask is not None:
+        # The padding of a bucket: forecasts above every real one (sorted last, one tie
+        # group of their own) with label 1, the largest value any fit takes, so PAV
+        # never pools them with a real block: the first n fitted values are those of the
+        # real data. Sliced off on the host (per_observation=0).
+        p = jnp.where(mask, p, jnp.asarray(2, p.dtype))
+        y = jnp.where(mask, y, jnp.ones((), y.dtype))
+    order = argsort_last_axis(p)
     xs = p[order]
     fitted = isotonic_fit(p, y).fitted[order]
     curve = CalibrationCurve(xs, fitted, jnp.ones_like(xs))
     if key is None:
         return curve
-    b = corp_consistency_band(check_key(key), p, num_samples=num_samples, level=level)
+    # the padding's resampled labels are all 1 (u < 2), so it never moves a real fit
+    b = corp_band(key, p, num_samples=num_samples, level=level)
     return curve._replace(lower=b.lower, upper=b.upper)
 
 
-@functools.partial(jax.jit, static_argnames=("num_bins",))
-def _weighted_reliability(y, p, w, edges, *, num_bins):
-    curve, _ = _reliability_kernel(y, p, w, edges, num_bins=num_bins, strategy="edges")
-    # empty bins give no information in a replicate: NaN is left out of the percentiles
-    observed = jnp.where(curve.weight > 0, curve.observed, jnp.nan)
-    return observed
+@functools.partial(
+    jax.jit, static_argnames=("num_bins", "num_samples", "method", "batch_size")
+)
+def _bootstrap_bands(
+    key, y, p, n, mask, edges, level, *, num_bins, num_samples, method, batch_size
+):
+    """Percentile bands of the observed frequencies over bootstrap replicates.
+
+    Replicate ``b`` uses ``split(key, num_samples)[b]``: ``n`` indices uniform on the
+    first ``n`` observations (``method="plain"``, :func:`bayescal.core.bootstrap`'s
+    draws) or Dirichlet(1, ..., 1) weights (``"bayesian"``). ``mask`` (None when
+    nothing is padded) marks the real observations of a padded bucket: the draws then
+    have the bucket's length and only their first ``n`` entries count, which with
+    JAX's counter-based threefry are exactly the draws of an unpadded call.
+    """
+    size = p.shape[0]
+    dtype = p.dtype
+    keys = jax.random.split(key, num_samples)
+
+    def frequencies(yy, pp, w):
+        curve, _ = _reliability_kernel(
+            yy, pp, w, edges, num_bins=num_bins, strategy="edges"
+        )
+        # empty bins give no information in a replicate: NaN is left out of the percentiles
+        return jnp.where(curve.weight > 0, curve.observed, jnp.nan)
+
+    if method == "plain":
+        w = None if mask is None else mask.astype(dtype)  # the draws past n weigh 0
+
+        def one(k):
+            idx = jax.random.randint(k, (size,), 0, n, dtype=jnp.int32)
+            return frequencies(y[idx], p[idx], w)
+
+    else:
+
+        def one(k):
+            e = jax.random.exponential(k, (size,), dtype)
+            if mask is not None:
+                e = jnp.where(mask, e, 0)
+            return frequencies(y, p, e / jnp.sum(e))
+
+    samples = jax.lax.map(one, keys, batch_size=batch_size)
+    return percentile_interval(samples, level)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET)
 def bootstrap_reliability_curve(
     key: KeyLike,
     y_true: ArrayLike,
@@ -193,25 +249,33 @@ def bootstrap_reliability_curve(
     True
     """
     y, p = binary_inputs(y_true, y_prob)
+    mask = _v.observation_mask(p.shape[0])
     resolved = resolve_bins(bins, strategy, p)
     curve, edges = _reliability_kernel(
-        y, p, None, resolved.edges, num_bins=resolved.num_bins, strategy=resolved.strategy
+        y,
+        p,
+        None,
+        resolved.edges,
+        mask,
+        num_bins=resolved.num_bins,
+        strategy=resolved.strategy,
     )
-    num_bins = resolved.num_bins
-    _v.check_choice(method, "method", ("plain", "bayesian"))
-    metric: Callable[..., jax.Array]
-    if method == "plain":
-
-        def plain_metric(yy, pp):
-            return _weighted_reliability(yy, pp, None, edges, num_bins=num_bins)
-
-        metric = plain_metric
-    else:
-
-        def weighted_metric(yy, pp, weights):
-            return _weighted_reliability(yy, pp, weights, edges, num_bins=num_bins)
-
-        metric = weighted_metric
-
-    res = bootstrap(key, metric, y, p, num_samples=num_samples, method=method, level=level)
-    return curve._replace(lower=res.lower, upper=res.upper)
+    _v.check_choice(method, "method", METHODS)
+    key = check_key(key)
+    num_samples = _v.check_positive_int(num_samples, "num_samples")
+    level = check_level(level)
+    size = p.shape[0]
+    lower, upper = _bootstrap_bands(
+        key,
+        y,
+        p,
+        _v.observation_count(p, 0),
+        mask,
+        edges,
+        level,
+        num_bins=resolved.num_bins,
+        num_samples=num_samples,
+        method=method,
+        batch_size=default_batch_size(2 * size, num_samples),
+    )
+    return curve._replace(lower=lower, upper=upper)

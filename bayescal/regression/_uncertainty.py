@@ -27,6 +27,7 @@ from bayescal._src.bands import (
     simulate_ecdf_counts,
 )
 from bayescal._src.binning import bin_sums, grid_index
+from bayescal._src.bucketing import bucket_floor
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
 from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
@@ -34,6 +35,7 @@ from bayescal._src.resampling import (
     METHODS,
     BootstrapResult,
     NullTestResult,
+    _null_impl,
     check_batch_size,
     check_key,
     check_level,
@@ -45,6 +47,7 @@ from bayescal._src.sorting import sort_last_axis
 from bayescal.regression._metrics import (
     KINDS,
     _check_options,
+    _curve_kernel,
     _statistic,
     calibration_error,
     miscalibration_area,
@@ -109,7 +112,8 @@ def pit_ecdf_band(
     dtype : float dtype, optional
         Default: JAX's default float.
     batch_size : int, optional
-        Simulations per ``vmap`` batch.
+        Simulations drawn at a time (bounds the memory; the band does not depend on
+        it).
 
     Returns
     -------
@@ -124,10 +128,12 @@ def pit_ecdf_band(
 
     Notes
     -----
-    The counts at the points are simulated directly: from ``n`` uniform draws for
-    small ``n``, and from multinomial cell counts (cost independent of ``n``) when
-    ``n > 40 * num_points``. Binomial tails and quantiles are computed in float64 on
-    the host (``scipy``).
+    The counts at the points are simulated directly, as multinomial cell counts
+    (exactly the counts of ``n`` uniform draws, at a cost independent of ``n``), on the
+    host with NumPy's generator seeded by ``key``; binomial tails and quantiles are
+    computed in float64 on the host (``scipy``). Nothing is compiled for a new ``n``
+    (under ``jit`` or ``vmap`` the same host computation runs through
+    ``jax.pure_callback``).
 
     References
     ----------
@@ -154,8 +160,7 @@ def pit_ecdf_band(
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a float dtype; got {dtype}.")
     if batch_size is None:
-        per = num_points if n > MULTINOMIAL_PER_POINT * num_points else n
-        batch_size = default_batch_size(per, num_samples)
+        batch_size = default_batch_size(num_points, num_samples)
     band, _ = ecdf_band_kernel(
         key,
         jnp.asarray(level, dtype),
@@ -171,51 +176,106 @@ def pit_ecdf_band(
 # ------------------------------------------------------------------- bootstrap
 
 
-@functools.partial(jax.jit, static_argnames=("num_levels", "kind", "num_samples", "method"))
-def _bootstrap_observed(u, key, *, num_levels, kind, num_samples, method):
+def _per_cell(n: Any, size: int, num_levels: int) -> bool | None:
+    """Whether ``n`` observations are resampled per level cell (``n > 40 * levels``).
+
+    ``n`` is the static length, or the traced count of a padded bucket of ``size``:
+    then the answer is static when the whole bucket lies on one side of the threshold,
+    and None (decided at run time, both ways compiled) for the one bucket across it.
+    """
+    threshold = MULTINOMIAL_PER_POINT * num_levels
+    if isinstance(n, int):
+        return n > threshold
+    if bucket_floor(size) > threshold:
+        return True
+    if size <= threshold:
+        return False
+    return None
+
+
+@functools.partial(
+    jax.jit, static_argnames=("num_levels", "kind", "num_samples", "method", "per_cell")
+)
+def _bootstrap_observed(u, n, key, *, num_levels, kind, num_samples, method, per_cell):
     """Observed curve and its bootstrap replicates, from the counts per level cell.
 
     Cell ``j`` holds the observations whose smallest level at or above them is level
     ``j``; the curve is the cumulative sum of the cell fractions. Replicates are drawn
     per observation for small ``n`` and per cell (multinomial / gamma draws, cost
     independent of ``n``) for large ``n``: both are exact.
+
+    ``u [size]``: the first ``n`` entries are the observations (``n`` is an argument:
+    traced in a padded bucket). The per-observation draws have the bucket's length and
+    only their first ``n`` entries are used: with JAX's counter-based threefry those are
+    exactly the ``n`` draws of an unpadded call, so a padded call gives the same
+    replicates for the same key.
     """
-    n = u.shape[-1]
+    size = u.shape[-1]
     dtype = u.dtype
-    idx = grid_index(_statistic(u, kind), num_levels)
-    cell, _ = bin_sums(idx, num_levels)
-    observed = jnp.cumsum(cell).astype(dtype) / n  # cast first: int / int is float32
+    real = jnp.arange(size) < n
+    nf = jnp.asarray(n, dtype)
+    idx = jnp.where(real, grid_index(_statistic(u, kind), num_levels), num_levels)
+    cell, _ = bin_sums(idx, num_levels)  # index num_levels (the padding): counted nowhere
+    # calibration_curve's own kernel: the same observed curve, bit for bit
+    observed = _curve_kernel(jnp.where(real, u, jnp.nan), n, num_levels, kind).observed
     keys = jax.random.split(key, num_samples)
     cell_f = cell.astype(dtype)
-    per_cell = n > MULTINOMIAL_PER_POINT * num_levels
-    if method == "plain" and per_cell:
-        # Resampling n observations with replacement = multinomial counts per cell.
-        def one(k):
-            return jnp.cumsum(jax.random.multinomial(k, n, cell_f / n, dtype=dtype)) / n
 
-    elif method == "plain":
+    def cells():
+        if method == "plain":
+            # Resampling n observations with replacement = multinomial counts per cell.
+            def one(k):
+                return (
+                    jnp.cumsum(jax.random.multinomial(k, nf, cell_f / nf, dtype=dtype)) / nf
+                )
 
-        def one(k):
-            picked = idx[jax.random.randint(k, (n,), 0, n, dtype=jnp.int32)]
-            count, _ = bin_sums(picked, num_levels)
-            return jnp.cumsum(count).astype(dtype) / n
+        else:
+            # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
+            def one(k):
+                g = jnp.where(cell > 0, jax.random.gamma(k, jnp.maximum(cell_f, 1)), 0)
+                return jnp.cumsum(g) / jnp.sum(g)
 
-    elif per_cell:
-        # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
-        def one(k):
-            g = jnp.where(cell > 0, jax.random.gamma(k, jnp.maximum(cell_f, 1)), 0)
-            return jnp.cumsum(g) / jnp.sum(g)
+        batch = default_batch_size(num_levels, num_samples)
+        return jax.lax.map(one, keys, batch_size=batch).astype(dtype)
 
+    def observations():
+        if method == "plain":
+
+            def one(k):
+                pick = jax.random.randint(k, (size,), 0, n, dtype=jnp.int32)
+                count, _ = bin_sums(jnp.where(real, idx[pick], num_levels), num_levels)
+                return jnp.cumsum(count).astype(dtype) / nf
+
+        else:
+
+            def one(k):
+                e = jnp.where(real, jax.random.exponential(k, (size,), dtype), 0)
+                w, _ = bin_sums(idx, num_levels, weights=e)
+                return jnp.cumsum(w) / jnp.sum(e)
+
+        batch = default_batch_size(size, num_samples)
+        return jax.lax.map(one, keys, batch_size=batch).astype(dtype)
+
+    if per_cell is None:
+        samples = jax.lax.cond(n > MULTINOMIAL_PER_POINT * num_levels, cells, observations)
     else:
-
-        def one(k):
-            e = jax.random.exponential(k, (n,), dtype)
-            w, _ = bin_sums(idx, num_levels, weights=e)
-            return jnp.cumsum(w) / jnp.sum(e)
-
-    batch = default_batch_size(num_levels if per_cell else n, num_samples)
-    samples = jax.lax.map(one, keys, batch_size=batch).astype(dtype)
+        samples = cells() if per_cell else observations()
     return observed, samples
+
+
+def _bootstrap_replicates(u, key, *, num_levels, kind, num_samples, method):
+    """:func:`_bootstrap_observed` on checked PIT values (padded or not)."""
+    n = _v.observation_count(u)
+    return _bootstrap_observed(
+        u,
+        n,
+        key,
+        num_levels=num_levels,
+        kind=kind,
+        num_samples=num_samples,
+        method=method,
+        per_cell=_per_cell(n, u.shape[-1], num_levels),
+    )
 
 
 def _check_bootstrap_options(key, num_samples, method, level):
@@ -226,7 +286,10 @@ def _check_bootstrap_options(key, num_samples, method, level):
     return key, num_samples, level
 
 
-@_v.validated
+_BUCKET = {"pit": -1}
+
+
+@_v.validated(fuse=True, bucket=_BUCKET)
 def bootstrap_calibration_curve(
     key: KeyLike,
     pit: ArrayLike,
@@ -287,7 +350,7 @@ def bootstrap_calibration_curve(
     num_levels = _check_options(num_levels, kind)
     key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
     u = _v.check_pit(pit)
-    observed, samples = _bootstrap_observed(
+    observed, samples = _bootstrap_replicates(
         u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
     )
     lower, upper = percentile_interval(samples, level)
@@ -295,7 +358,7 @@ def bootstrap_calibration_curve(
     return CalibrationCurve(levels, observed, jnp.ones_like(levels), lower, upper)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET)
 def bootstrap_calibration_error(
     key: KeyLike,
     pit: ArrayLike,
@@ -353,7 +416,7 @@ def bootstrap_calibration_error(
     _v.check_choice(norm, "norm", NORMS)
     key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
     u = _v.check_pit(pit)
-    observed, samples = _bootstrap_observed(
+    observed, samples = _bootstrap_replicates(
         u, key, num_levels=num_levels, kind=kind, num_samples=num_samples, method=method
     )
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
@@ -377,25 +440,68 @@ def _uniform_simulator(n: int, dtype_name: str) -> Callable[[jax.Array], jax.Arr
     return simulate
 
 
-@functools.lru_cache(maxsize=64)
-def _null_curve_simulator(n: int, num_levels: int, dtype_name: str):
-    dtype = jnp.dtype(dtype_name)
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "size", "num_levels", "norm", "num_samples", "batch_size", "per_cell"
+    ),
+)  # fmt: skip
+def _null_test_kernel(
+    observed, n, key, *, size, num_levels, norm, num_samples, batch_size, per_cell
+):
+    """Monte Carlo p-value of a curve statistic of ``n`` uniform values.
 
-    def simulate(key):
-        counts = simulate_ecdf_counts(key, n, num_levels, dtype)
-        return counts.astype(dtype) / n
+    ``num_levels`` None: the exact area of the ECDF (``n`` sorted uniforms); otherwise
+    the ``norm`` (or ``"area"``) of the curve on that grid, from simulated counts.
+    ``n`` is an argument (traced in a padded bucket of ``size``); the uniforms are
+    drawn with the bucket's length and only the first ``n`` are used, which with JAX's
+    counter-based threefry are the draws of an unpadded call.
+    """
+    dtype = observed.dtype
+    nf = jnp.asarray(n, dtype)
+    if num_levels is None:
+        real = jnp.arange(size) < n
 
-    return simulate
+        def simulate(k):
+            u = jax.random.uniform(k, (size,), dtype)  # in [0, 1): the padding sorts last
+            return sort_last_axis(jnp.where(real, u, jnp.ones((), dtype)))
+
+        def statistic(sorted_u):
+            return ecdf_area_to_diagonal(sorted_u, n)
+
+    else:
+
+        def simulate(k):
+            counts = simulate_ecdf_counts(
+                k, n, num_levels, dtype, size=size, per_cell=per_cell
+            )
+            return counts.astype(dtype) / nf
+
+        statistic = _curve_statistic(num_levels, norm, dtype.name)
+    return _null_impl(statistic, simulate, observed, key, num_samples, batch_size)
 
 
-@functools.lru_cache(maxsize=64)
-def _sorted_uniform_simulator(n: int, dtype_name: str):
-    dtype = jnp.dtype(dtype_name)
-
-    def simulate(key):
-        return sort_last_axis(jax.random.uniform(key, (n,), dtype))
-
-    return simulate
+def _null_test(observed, u, key, *, num_levels, norm, num_samples, batch_size):
+    """:func:`_null_test_kernel` for the checked (padded or not) PIT values ``u``."""
+    n, size = _v.observation_count(u), u.shape[-1]
+    if num_levels is None:
+        per_cell, per = False, size
+    else:
+        per_cell = _per_cell(n, size, num_levels)
+        per = min(size, num_levels * MULTINOMIAL_PER_POINT)
+    if batch_size is None:
+        batch_size = default_batch_size(per, num_samples)
+    return _null_test_kernel(
+        observed,
+        n,
+        key,
+        size=size,
+        num_levels=num_levels,
+        norm=norm,
+        num_samples=num_samples,
+        batch_size=batch_size,
+        per_cell=per_cell,
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -418,7 +524,7 @@ def _check_test_options(key, num_samples, batch_size):
     return key, num_samples, batch_size
 
 
-@_v.validated
+@_v.validated(fuse=True)
 def pit_null_test(
     key: KeyLike,
     statistic: Callable[[jax.Array], jax.Array],
@@ -476,7 +582,7 @@ def pit_null_test(
     )
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_error_test(
     key: KeyLike,
     pit: ArrayLike,
@@ -523,23 +629,19 @@ def calibration_error_test(
     _v.check_choice(norm, "norm", NORMS)
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
     u = _v.check_pit(pit)
-    n = u.shape[0]
-    if batch_size is None:
-        batch_size = default_batch_size(
-            min(n, num_levels * MULTINOMIAL_PER_POINT), num_samples
-        )
     observed = calibration_error(u, norm=norm, num_levels=num_levels, kind=kind)
-    return null_pvalue(
-        key,
-        _curve_statistic(num_levels, norm, u.dtype.name),
+    return _null_test(
         observed,
-        _null_curve_simulator(n, num_levels, u.dtype.name),
+        u,
+        key,
+        num_levels=num_levels,
+        norm=norm,
         num_samples=num_samples,
         batch_size=batch_size,
     )
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET)
 def miscalibration_area_test(
     key: KeyLike,
     pit: ArrayLike,
@@ -583,24 +685,15 @@ def miscalibration_area_test(
     _v.check_choice(kind, "kind", KINDS)
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
     u = _v.check_pit(pit)
-    n = u.shape[0]
-    observed = miscalibration_area(u, num_levels=num_levels, kind=kind)
-    if num_levels is None:
-        statistic = ecdf_area_to_diagonal
-        simulate = _sorted_uniform_simulator(n, u.dtype.name)
-        per = n
-    else:
+    if num_levels is not None:
         num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
-        statistic = _curve_statistic(num_levels, "area", u.dtype.name)
-        simulate = _null_curve_simulator(n, num_levels, u.dtype.name)
-        per = min(n, num_levels * MULTINOMIAL_PER_POINT)
-    if batch_size is None:
-        batch_size = default_batch_size(per, num_samples)
-    return null_pvalue(
-        key,
-        statistic,
+    observed = miscalibration_area(u, num_levels=num_levels, kind=kind)
+    return _null_test(
         observed,
-        simulate,
+        u,
+        key,
+        num_levels=num_levels,
+        norm="area",
         num_samples=num_samples,
         batch_size=batch_size,
     )
