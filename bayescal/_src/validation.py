@@ -435,6 +435,17 @@ def _fused_jit_with(options: tuple[tuple[str, Any], ...]) -> Any:
     return jax.jit(_fused_body, static_argnums=(0, 2, 3, 5), compiler_options=dict(options))
 
 
+def _fused_run(options: dict[str, Any] | None, *args: Any) -> Any:
+    """``_fused_jit(*args)``, compiled with the XLA ``options`` where XLA knows them."""
+    if options:
+        try:
+            return _fused_jit_with(tuple(sorted(options.items())))(*args)
+        except jax.errors.JaxRuntimeError as err:
+            if "compile option" not in str(err):
+                raise
+    return _fused_jit(*args)
+
+
 def fused_call(
     fn: Callable[..., Any], args: tuple, kwargs: dict, *, compiler_options: Any = None
 ) -> tuple[Any, jax.Array] | None:
@@ -501,6 +512,7 @@ def validated(
     fuse: bool = False,
     bucket: dict[str, int] | None = None,
     per_observation: Any = None,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
 ) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
@@ -529,6 +541,11 @@ def validated(
     extra)`` for arrays of ``n + extra`` entries along it (e.g. knots with both ends
     added), whose padding comes last; or a function of the keyword arguments giving
     any of these (e.g. per-observation scores only with ``reduction="none"``).
+
+    ``compiler_options`` (with ``fuse``): a function of the number of values of the
+    largest array argument giving the XLA options of the fused program (e.g.
+    ``newton.compiler_options``, which compiles quicker on CPU); ignored where XLA does
+    not know them.
     """
 
     def wrap(f: _F) -> _F:
@@ -547,12 +564,15 @@ def validated(
                 call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
                 parts = _split(call_args, call_kwargs)
                 if parts is not None and parts[0]:
+                    options = None
+                    if compiler_options is not None:
+                        options = compiler_options(max(int(np.size(a)) for a in parts[0]))
                     try:
                         if padded:
                             n = np.asarray(padded[2], np.int32)
-                            out, ok = _fused_jit(f, *parts, n, padded[3])
+                            out, ok = _fused_run(options, f, *parts, n, padded[3])
                         else:
-                            out, ok = _fused_jit(f, *parts)
+                            out, ok = _fused_run(options, f, *parts)
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
                     if bool(ok):  # the one host sync
