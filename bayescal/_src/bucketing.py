@@ -23,7 +23,13 @@ import numpy as np
 
 from .validation import host_resident
 
-__all__ = ["MIN_BUCKET", "bucket_size", "pad_axis", "pad_to_bucket"]
+__all__ = [
+    "MIN_BUCKET",
+    "bucket_size",
+    "pad_axis",
+    "pad_to_bucket",
+    "random_prefix_stable",
+]
 
 #: Smallest bucket: tiny inputs share one compilation.
 MIN_BUCKET = 256
@@ -102,3 +108,25 @@ def pad_to_bucket(
         return jnp.asarray(x), mask
     padded = pad_axis(x, size, fill=fill)
     return (jax.device_put(padded) if isinstance(padded, np.ndarray) else padded), mask
+
+
+def random_prefix_stable(key=None) -> bool:
+    """Whether ``jax.random`` draws of shape ``[m]`` begin with those of shape ``[n]``.
+
+    True for threefry keys with ``jax_threefry_partitionable`` on (the default since
+    JAX 0.5): each value is a function of its own index, so a randomized kernel run on
+    a padded bucket gives the real observations the values the unpadded call gives
+    them. Otherwise (older JAX's default, other PRNG implementations) randomized calls
+    must not be padded. ``key``: the key to be used (None: the default implementation).
+    """
+    if not jax.config.jax_threefry_partitionable:
+        return False
+    try:
+        dtype = getattr(key, "dtype", None)
+        if dtype is None or not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            impl = jax.config.jax_default_prng_impl
+        else:
+            impl = jax.random.key_impl(key)
+    except Exception:
+        return False
+    return str(impl) == "threefry2x32"
