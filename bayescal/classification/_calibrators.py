@@ -122,6 +122,11 @@ def _histogram_apply(edges, values, p):
     return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
 
 
+@newton.fast_jit
+def _histogram_apply_bucketed(params, p):
+    return _histogram_apply(*params, p)
+
+
 def _beta_map(a, b, c, p, *, eps: float | None):
     q = p if eps is None else jnp.clip(p, eps, 1 - eps)
     eta = _times(a, jnp.log(q)) - _times(b, jnp.log1p(-q)) + c
@@ -336,14 +341,19 @@ class IsotonicCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _isotonic_apply(self.thresholds, self.values, s)
 
+    def _bucketed(self) -> IsotonicCalibrator:
+        """The same map with host-resident knots padded to their bucket (the last knot
+        repeated): calibrators fitted on sizes in one bucket share their programs."""
+        knots = (self.thresholds, self.values)
+        if not all(_v.host_resident(k) and k.ndim == 1 for k in knots):
+            return self
+        size = bucket_size(self.thresholds.shape[0])
+        return IsotonicCalibrator(*(pad_axis(k, size) for k in knots))
+
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
-        knots = (self.thresholds, self.values)
-        if all(_v.host_resident(k) and k.ndim == 1 for k in knots):
-            # the last knot repeated: the same map, one program for many sizes
-            size = bucket_size(self.thresholds.shape[0])
-            knots = tuple(pad_axis(k, size) for k in knots)
-        return _apply_isotonic(*knots, y_score)
+        cal = self._bucketed()
+        return _apply_isotonic(cal.thresholds, cal.values, y_score)
 
 
 @_v.validated(fuse=True, bucket={"y_score": -1}, per_observation=-1)
@@ -434,10 +444,15 @@ class HistogramBinningCalibrator:
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
         p = _scores(y_prob, "y_prob", probabilities=True)
-        return _histogram_apply(self.edges, self.values, p)
+        knots = (self.edges, self.values)
+        return newton.apply_bucketed(_histogram_apply_bucketed, knots, p)
 
 
-@_v.validated(fuse=True)
+@_v.validated(
+    fuse=True,
+    bucket={"y_true": 0, "y_prob": 0},
+    compiler_options=newton.compiler_options,
+)
 def fit_histogram_binning(
     y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
 ) -> HistogramBinningCalibrator:
@@ -480,7 +495,8 @@ def fit_histogram_binning(
     [0.5, 1.0]
     """
     y, p = binary_inputs(y_true, y_prob)
-    curve, edges = _curve(y, p, None, resolve_bins(bins, strategy, p))
+    bins = resolve_bins(bins, strategy, p)
+    curve, edges = _curve(y, p, None, bins, _v.observation_mask(p.shape[0]))
     return HistogramBinningCalibrator(edges, curve.observed)
 
 
@@ -830,7 +846,11 @@ class OneVsRestCalibrator:
         _v.check_in_unit_interval(p, "probs", "class probabilities")
         if all(hasattr(cal, "_map") for cal in self.calibrators):
             # the fitted kinds: one program per bucket of N, checks on the host
-            return newton.apply_bucketed(_ovr_apply, self.calibrators, p)
+            cals = tuple(
+                c._bucketed() if isinstance(c, IsotonicCalibrator) else c
+                for c in self.calibrators
+            )
+            return newton.apply_bucketed(_ovr_apply, cals, p)
         cols = [cal(p[:, k]) for k, cal in enumerate(self.calibrators)]
         return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
 
@@ -906,6 +926,15 @@ def fit_one_vs_rest(
                 if not ok:
                     _warn_not_converged(f"fit_{method}")
         return out
+    batched = _nonparametric_ovr_options(method, options)
+    if batched is not None:  # one program for all classes, per bucket of N
+        out = newton.bucketed_fit(
+            _fit_ovr_nonparametric,
+            (y_true, probs),
+            dict(method=method, options=batched),
+            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, options),
+        )
+        return _unpadded_knots(out, np.shape(probs)[0])
     return _fit_ovr_loop(fit, y_true, probs, options)
 
 
@@ -925,6 +954,76 @@ def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
     if method == "beta" and set(options) <= {"eps"}:
         return (("eps", check_eps(options.get("eps"))),)
     return None
+
+
+def _nonparametric_ovr_options(method: Any, options: dict) -> tuple | None:
+    """Isotonic's or histogram binning's options as a sorted tuple, for the fit of all
+    classes in one program; None where the loop decides (another method, an option
+    they do not take, or bins that are not an int: ``"fd"`` or edges)."""
+    if method == "isotonic" and not options:
+        return ()
+    if method == "histogram" and set(options) <= {"bins", "strategy"}:
+        bins = options.get("bins", 10)
+        strategy = options.get("strategy", "uniform")
+        if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
+            return (("bins", int(bins)), ("strategy", strategy))
+    return None
+
+
+def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
+    """All classes' isotonic or histogram fits at once (vmapped over the classes).
+
+    Records a check that fails exactly where the loop raises (the caller then runs it
+    for its message). With ``n`` (a padded bucket) the isotonic knots have the
+    bucket's length; the caller cuts them to ``N``.
+    """
+    y, p = multiclass_inputs(y_true, probs)
+    num, num_classes = p.shape
+    weights = newton.mask_weights(n, num, p.dtype)
+    labels = (y[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
+    counts = jnp.sum(labels if weights is None else labels * weights, axis=1)
+    _v.record(
+        "less_equal",
+        "y_true",
+        jnp.any(counts == 0),
+        False,
+        what="must hold every class",
+    )
+    if method == "isotonic":
+        # the padding (copies of the last row) gets weight 0 in every class
+        w = None if weights is None else jnp.broadcast_to(weights, labels.shape)
+        fit = isotonic_fit(p.T, labels, w)  # vmapped over the classes
+        cals = tuple(
+            IsotonicCalibrator(fit.thresholds[k], fit.values[k].astype(p.dtype))
+            for k in range(num_classes)
+        )
+    else:
+        opts = dict(options)
+        bins = resolve_bins(opts["bins"], opts["strategy"], p[:, 0])
+        mask = None if n is None else jnp.arange(num) < n
+        curves, edges = jax.vmap(lambda yk, pk: _curve(yk, pk, None, bins, mask))(
+            labels, p.T
+        )
+        cals = tuple(
+            HistogramBinningCalibrator(edges[k], curves.observed[k])
+            for k in range(num_classes)
+        )
+    return OneVsRestCalibrator(cals)
+
+
+def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
+    """Isotonic knots of a padded fit cut to the ``N`` of an unpadded one (host)."""
+
+
+    def cut(k: jax.Array) -> jax.Array:
+        return jax.device_put(np.asarray(k)[:n]) if _v.host_resident(k) else k[:n]
+
+    cals = []
+    for c in out.calibrators:
+        if isinstance(c, IsotonicCalibrator) and c.thresholds.shape[-1] > n:
+            c = IsotonicCalibrator(cut(c.thresholds), cut(c.values))
+        cals.append(c)
+    return OneVsRestCalibrator(tuple(cals))
 
 
 def _fit_ovr_parametric(y_true, probs, n, *, method, options):
