@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
+from bayescal._src.bucketing import bucket_size, random_prefix_stable
 from bayescal._src.options import KeyLike
 from bayescal._src.resampling import check_key
 from bayescal.classification._calibrators import _binary_fit
@@ -59,15 +61,62 @@ def _call(fit_predict: Callable, x_train: Any, y_train: Any, x_eval: Any) -> np.
     return scores
 
 
+def _shuffle_rounds(m: int) -> int:
+    """The sorts of ``jax.random.permutation`` for ``m`` values (jax/_src/random)."""
+    return int(np.ceil(3 * np.log(max(1, m)) / np.log(np.iinfo(np.uint32).max)))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _sort_keys(key: jax.Array, size: int, rounds: int) -> jax.Array:
+    """The random sort keys ``[rounds, size]`` of ``jax.random.permutation``'s rounds."""
+    bits = []
+    for _ in range(rounds):
+        key, sub = jax.random.split(key)
+        bits.append(jax.random.bits(sub, (size,), jnp.uint32))
+    return jnp.stack(bits)
+
+
+def _permutation(key: jax.Array, x: np.ndarray, size: int) -> np.ndarray:
+    """``jax.random.permutation(key, x)`` of a 1-D ``x`` with at most ``size`` values.
+
+    The same permutation, with one compiled program per ``size`` instead of one per
+    length of ``x``: the sort keys are drawn for ``size`` slots (where draws are
+    prefix-stable, their first ``len(x)`` are those of ``len(x)`` slots) and the
+    stable sorts of ``jax.random``'s rounds run in NumPy.
+    """
+    if not random_prefix_stable(key):
+        return np.asarray(jax.random.permutation(key, x))
+    rounds = _shuffle_rounds(x.size)
+    if rounds == 0:
+        return x
+    keys = np.asarray(_sort_keys(key, size, _shuffle_rounds(size)))
+    for r in range(rounds):
+        x = x[np.argsort(keys[r, : x.size], kind="stable")]
+    return x
+
+
 def _stratified_folds(y: np.ndarray, num_folds: int, key: jax.Array) -> np.ndarray:
-    """Fold id of every observation: each class shuffled and dealt round-robin."""
+    """Fold id of every observation: each class shuffled and dealt round-robin.
+
+    The shuffles are those of ``jax.random.permutation``, drawn with one compiled
+    program per bucket of ``N`` (so the folds depend on ``N`` and the key only).
+    """
     fold = np.empty(y.shape[0], np.int64)
+    size = bucket_size(y.shape[0])
     start = 0
     for label, k in zip((0, 1), jax.random.split(key), strict=True):
-        idx = np.asarray(jax.random.permutation(k, np.flatnonzero(y == label)))
+        idx = _permutation(k, np.flatnonzero(y == label), size)
         fold[idx] = (start + np.arange(idx.size)) % num_folds
         start += idx.size
     return fold
+
+
+def _average(probs: list) -> jax.Array:
+    """The mean of the folds' calibrated probabilities (on the host when they are
+    there: no program per length)."""
+    if all(_v.host_resident(q) for q in probs):
+        return jax.device_put(np.mean(np.stack([np.asarray(q) for q in probs]), axis=0))
+    return jnp.mean(jnp.stack(probs), axis=0)
 
 
 def _check_folds(folds: Any, labels: np.ndarray) -> np.ndarray:
@@ -153,7 +202,7 @@ class CrossCalibratedClassifier:
             train = np.flatnonzero(self.fold != k)
             scores = _call(self.fit_predict, _take(self.X, train), self.y[train], X_new)
             probs.append(cal(scores))
-        return jnp.mean(jnp.stack(probs), axis=0)
+        return _average(probs)
 
 
 def cross_calibrate(
@@ -272,7 +321,11 @@ def cross_calibrate(
         raise ValueError(
             f"y has {labels.shape[0]} labels but X has {n} rows; they must match."
         )
-    _v.check_binary_labels(jnp.asarray(labels), "y")
+    # numeric labels are checked in NumPy as they are (jnp.asarray of int64 labels
+    # compiles a conversion for every length)
+    _v.check_binary_labels(
+        labels if labels.dtype.kind in "biuf" else jnp.asarray(labels), "y"
+    )
     labels = labels.astype(np.int64)
     if folds is None:
         counts = np.bincount(labels, minlength=2)
@@ -308,9 +361,8 @@ def cross_calibrate(
         )
         new_proba = None
         if X_new is not None:
-            new_proba = jnp.mean(
-                jnp.stack([cal(s) for cal, s in zip(calibrators, new_scores, strict=True)]),
-                axis=0,
+            new_proba = _average(
+                [cal(s) for cal, s in zip(calibrators, new_scores, strict=True)]
             )
     else:
         calibrators = (fit(labels, oof_scores, **options),)
