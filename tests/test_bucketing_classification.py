@@ -352,3 +352,15 @@ def test_invalid_values_still_raise_with_the_unpadded_message():
         C.smooth_calibration_error(d["labels"], p)
     with pytest.raises(ValueError, match=r"y_prob must lie in \[0, 1\]"):
         C.brier_decomposition(d["labels"], p)
+
+
+def test_band_with_draws_that_are_not_prefix_stable_is_not_padded():
+    # an rbg key's draws of the bucket's length do not begin with those of n: the band
+    # then runs unpadded (equal to jit), rather than depend on the bucket
+    key = jax.random.key(0, impl="rbg")
+    d = _data(1000, 5)
+
+    def band(k, y, p):
+        return C.smooth_reliability_band(k, y, p, bandwidth=0.1, num_samples=20)
+
+    _assert_same(band(key, d["labels"], d["p"]), jax.jit(band)(key, d["labels"], d["p"]))

@@ -30,6 +30,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import as_key, check_level
 from bayescal.classification._inputs import binary_inputs
@@ -444,7 +445,6 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
     return _linspace(mesh, mesh, p.dtype), mu[0], dens[0], lower, upper
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=_band_compiler_options)
 def smooth_reliability_band(
     key: Any,
     y_true: ArrayLike,
@@ -495,6 +495,14 @@ def smooth_reliability_band(
     >>> bool((c.lower <= c.upper).all())
     True
     """
+    # Padded to a bucket only where the resampling draws of the padded length begin
+    # with the unpadded ones (the result must not depend on the bucket).
+    band = _band_bucketed if random_prefix_stable(key) else _band_unpadded
+    options = dict(num_points=num_points, num_samples=num_samples, level=level)
+    return band(key, y_true, y_prob, bandwidth=bandwidth, **options)
+
+
+def _band(key, y_true, y_prob, *, bandwidth, num_points, num_samples, level):
     k = as_key(key)
     y, p = binary_inputs(y_true, y_prob)
     num_samples = _v.check_positive_int(num_samples, "num_samples", minimum=2)
@@ -507,3 +515,9 @@ def smooth_reliability_band(
     level = jnp.asarray(lev, p.dtype)
     sizes = dict(grid_size=bw.grid_size, mesh=mesh, num_samples=num_samples)
     return CalibrationCurve(*_band_kernel(k, y, p, w, n, s, level, bw.grid, **sizes))
+
+
+_band_bucketed = _v.validated(
+    fuse=True, bucket=_BUCKET, compiler_options=_band_compiler_options
+)(_band)
+_band_unpadded = _v.validated(fuse=True, compiler_options=_band_compiler_options)(_band)
