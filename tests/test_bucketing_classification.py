@@ -269,30 +269,38 @@ def test_an_unpadded_trace_of_the_bucket_length_is_not_reused(name):
     _assert_same(_call(name, part), _unpadded(name, part))
 
 
-def test_the_host_permutation_is_jax_random_permutation():
-    # the folds of cross_calibrate: jax.random.permutation's draws, one program per
-    # bucket; 1626 values take two rounds of sorts
-    from bayescal.classification._cross import _permutation
-
-    key = jax.random.key(5)
-    for m in (0, 1, 2, 7, 300, 1625, 1626, 5000):
-        x = np.arange(m) * 3 + 1
-        want = np.asarray(jax.random.permutation(key, x))
-        np.testing.assert_array_equal(_permutation(key, x, bucket_size(2 * m + 1)), want)
-
-
-def test_fold_assignment_depends_on_n_only():
-    # the folds of n observations are those drawn before the bucketing (and do not
-    # depend on the bucket: n = 1000 and 1013 share one)
-    d = _data(1013)
-    y = d["labels"]
-    res = C.cross_calibrate(0, _fit_predict, d["X"], y, num_folds=4)
+def _reference_folds(y, num_folds, key):
+    """cross_calibrate's stratified folds as drawn before the bucketing."""
     fold, start = np.empty(y.size, np.int64), 0
-    for label, k in zip((0, 1), jax.random.split(_v_key(0)), strict=True):
+    for label, k in zip((0, 1), jax.random.split(key), strict=True):
         idx = np.asarray(jax.random.permutation(k, np.flatnonzero(y == label)))
-        fold[idx] = (start + np.arange(idx.size)) % 4
+        fold[idx] = (start + np.arange(idx.size)) % num_folds
         start += idx.size
-    np.testing.assert_array_equal(res.fold, fold)
+    return fold
+
+
+@pytest.mark.parametrize(
+    "n, frac, key",
+    [
+        (10, 0.5, 0),
+        (300, 0.3, 7),
+        (2000, 0.9, 0),  # 1800 positives: two rounds of sorts (> 1625 values)
+        (4000, 0.5, 3),
+        (1013, 0.4, "rbg"),  # not prefix-stable: jax.random.permutation itself
+    ],
+)
+def test_fold_assignment_depends_on_n_only(n, frac, key):
+    # the folds of n observations are those drawn before the bucketing, and do not
+    # depend on the bucket (their shuffles are drawn for the bucket's length)
+    from bayescal.classification._cross import _stratified_folds
+
+    y = (np.random.default_rng(n).uniform(size=n) < frac).astype(np.int64)
+    k = jax.random.key(0, impl="rbg") if key == "rbg" else _v_key(key)
+    np.testing.assert_array_equal(_stratified_folds(y, 4, k), _reference_folds(y, 4, k))
+    if key == 0:
+        X = np.random.default_rng(1).normal(size=(n, 2))
+        res = C.cross_calibrate(key, _fit_predict, X, y, num_folds=4)
+        np.testing.assert_array_equal(res.fold, _reference_folds(y, 4, k))
 
 
 def _v_key(seed):

@@ -395,14 +395,17 @@ QUICK_COMPILE_MAX_SIZE = 1 << 15
 _OPTIONS_KNOWN = [True]  # False once this XLA rejected the options
 
 
-def compiler_options(size: int) -> dict[str, Any]:
+def compiler_options(size: int, quick_max_size: int | None = None) -> dict[str, Any]:
     """The XLA options for a program whose largest argument holds ``size`` values.
 
     None (an empty dict) on other backends than the CPU: they were measured on CPU only.
+    ``quick_max_size``: the size up to which LLVM's optimisations are skipped (default
+    :data:`QUICK_COMPILE_MAX_SIZE`), for programs measured with another trade-off.
     """
     if jax.default_backend() != "cpu":
         return {}
-    if size <= QUICK_COMPILE_MAX_SIZE:
+    limit = QUICK_COMPILE_MAX_SIZE if quick_max_size is None else quick_max_size
+    if size <= limit:
         return dict(COMPILER_OPTIONS, xla_backend_optimization_level=0)
     return dict(COMPILER_OPTIONS)
 
@@ -415,11 +418,13 @@ def _any_tracer(tree: Any) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
-def _with_options(size: int, run: Callable[[Any], Any]) -> Any:
+def _with_options(
+    size: int, run: Callable[[Any], Any], quick_max_size: int | None = None
+) -> Any:
     """``run(compiler_options(size))``, or ``run(None)`` where XLA does not know them."""
     if _OPTIONS_KNOWN[0]:
         try:
-            return run(compiler_options(size))
+            return run(compiler_options(size, quick_max_size))
         except jax.errors.JaxRuntimeError as err:
             if "compile option" not in str(err):
                 raise
@@ -427,11 +432,14 @@ def _with_options(size: int, run: Callable[[Any], Any]) -> Any:
     return run(None)
 
 
-def fast_jit(fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
+def fast_jit(
+    fun: Callable[..., Any], *, quick_max_size: int | None = None, **jit_kwargs: Any
+) -> Callable[..., Any]:
     """``jax.jit(fun)``, compiled with :func:`compiler_options` when called at top level.
 
     Inside a trace (``jit``, ``vmap``) the plain ``jax.jit`` is used: JAX accepts
-    compiler options only on top-level programs.
+    compiler options only on top-level programs. ``quick_max_size``: as in
+    :func:`compiler_options`.
     """
     plain = jax.jit(fun, **jit_kwargs)
 
@@ -448,6 +456,7 @@ def fast_jit(fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
             lambda o: (with_options(tuple(sorted(o.items()))) if o else plain)(
                 *args, **kwargs
             ),
+            quick_max_size,
         )
 
     return call
@@ -489,6 +498,7 @@ def bucketed_fit(
     options: dict,
     *,
     fallback: Callable[[], Any] | None = None,
+    quick_max_size: int | None = None,
 ) -> Any:
     """A public fit as ONE compiled program per bucket of ``N`` (checks included).
 
@@ -501,7 +511,8 @@ def bucketed_fit(
     compiled once per bucket and option set: a new ``N`` in a bucket compiles nothing.
     When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
     default ``core`` unpadded through the ordinary validated path, which raises the
-    detailed error, or makes the result NaN under tracing).
+    detailed error, or makes the result NaN under tracing). ``quick_max_size``: as in
+    :func:`compiler_options`.
     """
     try:
         host = _host_paddable(arrays)
@@ -513,7 +524,9 @@ def bucketed_fit(
         else:
             args = tuple(arrays) + (None,)
         res = _with_options(
-            _largest(args), lambda o: _v.fused_call(core, args, options, compiler_options=o)
+            _largest(args),
+            lambda o: _v.fused_call(core, args, options, compiler_options=o),
+            quick_max_size,
         )
     except Exception:  # e.g. a wrong shape: the ordinary path raises the right error
         res = None

@@ -29,6 +29,7 @@ from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
+    MULTICLASS_QUICK_COMPILE_MAX_SIZE,
     binary_inputs,
     check_eps,
     multiclass_inputs,
@@ -356,13 +357,23 @@ class IsotonicCalibrator:
         return _apply_isotonic(cal.thresholds, cal.values, y_score)
 
 
-@_v.validated(fuse=True, bucket={"y_score": -1}, per_observation=-1)
+@_v.validated(
+    fuse=True,
+    bucket={"y_score": -1},
+    per_observation=-1,
+    compiler_options=newton.compiler_options,
+)
 def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> jax.Array:
     s = _scores(y_score, "y_score", probabilities=False)
     return _isotonic_apply(thresholds, values, s)
 
 
-@_v.validated(fuse=True, bucket={"y_true": 0, "y_score": 0}, per_observation=0)
+@_v.validated(
+    fuse=True,
+    bucket={"y_true": 0, "y_score": 0},
+    per_observation=0,
+    compiler_options=newton.compiler_options,
+)
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
@@ -861,10 +872,20 @@ def _renormalise(q: jax.Array) -> jax.Array:
     return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
 
 
-@newton.fast_jit
+@functools.partial(newton.fast_jit, quick_max_size=MULTICLASS_QUICK_COMPILE_MAX_SIZE)
 def _ovr_apply(calibrators: tuple, p: jax.Array) -> jax.Array:
-    cols = [cal._map(p[:, k]) for k, cal in enumerate(calibrators)]
-    return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
+    first = jax.tree_util.tree_structure(calibrators[0])
+    shapes = [[np.shape(a) for a in jax.tree_util.tree_leaves(c)] for c in calibrators]
+    if all(
+        jax.tree_util.tree_structure(c) == first and s == shapes[0]
+        for c, s in zip(calibrators, shapes, strict=True)
+    ):
+        # calibrators of one kind and shape: one vmapped map (compiled once, not C times)
+        stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *calibrators)
+        q = jax.vmap(lambda cal, col: cal._map(col), in_axes=(0, 1), out_axes=1)(stacked, p)
+    else:
+        q = jnp.stack([cal._map(p[:, k]) for k, cal in enumerate(calibrators)], axis=1)
+    return _renormalise(q.astype(p.dtype))
 
 
 def fit_one_vs_rest(
@@ -933,6 +954,7 @@ def fit_one_vs_rest(
             (y_true, probs),
             dict(method=method, options=batched),
             fallback=lambda: _fit_ovr_loop(fit, y_true, probs, options),
+            quick_max_size=MULTICLASS_QUICK_COMPILE_MAX_SIZE,
         )
         return _unpadded_knots(out, np.shape(probs)[0])
     return _fit_ovr_loop(fit, y_true, probs, options)

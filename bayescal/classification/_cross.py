@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, random_prefix_stable
 from bayescal._src.options import KeyLike
@@ -66,46 +67,58 @@ def _shuffle_rounds(m: int) -> int:
     return int(np.ceil(3 * np.log(max(1, m)) / np.log(np.iinfo(np.uint32).max)))
 
 
-@functools.partial(jax.jit, static_argnums=(1, 2))
-def _sort_keys(key: jax.Array, size: int, rounds: int) -> jax.Array:
-    """The random sort keys ``[rounds, size]`` of ``jax.random.permutation``'s rounds."""
-    bits = []
-    for _ in range(rounds):
-        key, sub = jax.random.split(key)
-        bits.append(jax.random.bits(sub, (size,), jnp.uint32))
-    return jnp.stack(bits)
+# newton.fast_jit: unoptimised code for a program this small (threefry compiles 10x
+# faster so; the draws take a few ms)
+@functools.partial(newton.fast_jit, static_argnums=(1, 2))
+def _fold_sort_keys(key: jax.Array, size: int, rounds: int) -> jax.Array:
+    """``[2, rounds, size]``: for the classes 0 and 1 (keys ``split(key)``), the sort
+    keys of ``jax.random.permutation``'s rounds, drawn for ``size`` slots.
 
-
-def _permutation(key: jax.Array, x: np.ndarray, size: int) -> np.ndarray:
-    """``jax.random.permutation(key, x)`` of a 1-D ``x`` with at most ``size`` values.
-
-    The same permutation, with one compiled program per ``size`` instead of one per
-    length of ``x``: the sort keys are drawn for ``size`` slots (where draws are
-    prefix-stable, their first ``len(x)`` are those of ``len(x)`` slots) and the
-    stable sorts of ``jax.random``'s rounds run in NumPy.
+    The chains of splits run in one loop over both classes, so the program holds one
+    split and one draw of random bits (each a threefry hash, slow to compile).
     """
-    if not random_prefix_stable(key):
-        return np.asarray(jax.random.permutation(key, x))
-    rounds = _shuffle_rounds(x.size)
-    if rounds == 0:
-        return x
-    keys = np.asarray(_sort_keys(key, size, _shuffle_rounds(size)))
-    for r in range(rounds):
-        x = x[np.argsort(keys[r, : x.size], kind="stable")]
-    return x
+    impl = jax.random.key_impl(key)
+
+    def step(state, i):
+        keys = jax.random.wrap_key_data(state, impl=impl)
+        out = jax.random.key_data(jax.vmap(jax.random.split)(keys))  # [2, 2, ...]
+        # step 0 splits the key itself (state = [key, key]) into the classes' keys,
+        # the next ones each class's key into (its next key, the round's subkey)
+        return jnp.where(i == 0, out[0], out[:, 0]), out[:, 1]
+
+    data = jax.random.key_data(key)
+    _, subs = jax.lax.scan(step, jnp.stack([data, data]), jnp.arange(rounds + 1))
+    subs = jax.random.wrap_key_data(subs[1:], impl=impl)  # [rounds, 2]
+    draw = jax.vmap(jax.vmap(lambda k: jax.random.bits(k, (size,), jnp.uint32)))
+    return jnp.swapaxes(draw(subs), 0, 1)
 
 
 def _stratified_folds(y: np.ndarray, num_folds: int, key: jax.Array) -> np.ndarray:
     """Fold id of every observation: each class shuffled and dealt round-robin.
 
-    The shuffles are those of ``jax.random.permutation``, drawn with one compiled
-    program per bucket of ``N`` (so the folds depend on ``N`` and the key only).
+    The shuffles are ``jax.random.permutation(k, np.flatnonzero(y == label))`` with
+    ``k`` from ``jax.random.split(key)``. Where draws are prefix-stable, its sort keys
+    are drawn for the bucket of ``N`` (the first ``m`` are those of ``m`` slots) by one
+    program per bucket, and its stable sorts run in NumPy: the same folds, which
+    depend on ``N`` and the key only.
     """
     fold = np.empty(y.shape[0], np.int64)
-    size = bucket_size(y.shape[0])
+    members = [np.flatnonzero(y == label) for label in (0, 1)]
+    if random_prefix_stable(key):
+        size = bucket_size(y.shape[0])
+        keys = np.asarray(_fold_sort_keys(key, size, _shuffle_rounds(size)))
+        shuffled = []
+        for idx, bits in zip(members, keys, strict=True):
+            for r in range(_shuffle_rounds(idx.size)):
+                idx = idx[np.argsort(bits[r, : idx.size], kind="stable")]
+            shuffled.append(idx)
+    else:
+        shuffled = [
+            np.asarray(jax.random.permutation(k, idx))
+            for idx, k in zip(members, jax.random.split(key), strict=True)
+        ]
     start = 0
-    for label, k in zip((0, 1), jax.random.split(key), strict=True):
-        idx = _permutation(k, np.flatnonzero(y == label), size)
+    for idx in shuffled:
         fold[idx] = (start + np.arange(idx.size)) % num_folds
         start += idx.size
     return fold

@@ -8,10 +8,13 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.options import BinStrategy, KeyLike, Norm
-from bayescal.classification._inputs import multiclass_inputs, resolve_bins
+from bayescal.classification._inputs import (
+    multiclass_compiler_options,
+    multiclass_inputs,
+    resolve_bins,
+)
 from bayescal.classification._metrics import _ece, _ece_options
 
 __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
@@ -20,7 +23,7 @@ __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
 _BUCKET = {"y_true": 0, "probs": 0}
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=newton.compiler_options)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def top_label_calibration_error(
     y_true: ArrayLike,
     probs: ArrayLike,
@@ -81,7 +84,7 @@ def top_label_calibration_error(
     return _ece(correct, confidence, None, bins, key, options, mask)
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=newton.compiler_options)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def marginal_calibration_error(
     y_true: ArrayLike,
     probs: ArrayLike,

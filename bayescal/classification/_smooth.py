@@ -13,7 +13,10 @@ that the numbers agree with ``relplot.smECE`` and ``relplot.smECE_sigma``:
    relplot's bisection on (0, 1] (ten halvings).
 
 ``E = max(2000, round(20 / sigma)) // 2 + 1`` and ``T = max(200, round(10 / sigma))``
-are relplot's grid sizes; they are static for each bandwidth. The convolution is done
+are relplot's grid sizes. For a given bandwidth they are static. The bisection runs
+inside the compiled program (one program per bucket of N, for every bandwidth it
+tries): there they are traced sizes within static arrays of the largest grids it can
+need, the slots past ``E`` and ``T`` left out of every sum. The convolution is done
 with an FFT.
 """
 
@@ -107,9 +110,12 @@ def _reflected_convolution(
     t = _linspace(grid, size, values.dtype)
     ker = jnp.exp(-((t - 0.5) ** 2) / (2 * sigma**2)) / (math.sqrt(2 * math.pi) * sigma)
     ker = jnp.where(slot < grid, ker, 0)
+    # The output slots read ext[j] for j < E - 1 + E // 2 + size only: a cyclic
+    # convolution of that many points equals the linear one there.
+    nfft = 1 << (2 * size + size // 2 - 1).bit_length()
     # The grid reflected at both ends: values[E-1], ..., values[1], values[0], ...,
     # values[E-1], values[E-2], ..., values[0] (3 E - 2 entries, then zeros).
-    i = jnp.arange(3 * size - 2)
+    i = jnp.arange(min(3 * size - 2, nfft))
     src = jnp.where(
         i < grid - 1,
         grid - 1 - i,
@@ -117,7 +123,6 @@ def _reflected_convolution(
     )
     ext = jnp.take(values, jnp.clip(src, 0, size - 1), axis=-1)
     ext = jnp.where(i < 3 * grid - 2, ext, 0)
-    nfft = 1 << (4 * size - 4).bit_length()  # >= the full convolution's 4 size - 3
     full = jnp.fft.irfft(jnp.fft.rfft(ext, nfft) * jnp.fft.rfft(ker, nfft), nfft)
     # np.convolve(ext, ker, "valid")[E // 2 : E // 2 + E]
     return jax.lax.dynamic_slice_in_dim(full, grid - 1 + grid // 2, size, axis=-1)
@@ -131,11 +136,35 @@ def _interpolate(t: jax.Array, y: jax.Array, k: Any) -> jax.Array:
     return y[..., idx] * (1 - resid) + y[..., idx + 1] * resid
 
 
-def _smooth(f, rows, sigma, grid, mesh, grid_size, mesh_size):
-    """The mesh ``t`` and the smoothed ``rows`` on it (``[R, mesh_size]``)."""
+# The grid of every bandwidth >= 0.01 (most fixed points): a traced grid of this size
+# can take the convolution of this static size, 8x smaller than the search's largest.
+_COMMON_GRID = _grid_sizes(0.01)[0]
+
+
+def _smooth(f, rows, sigma, grid, mesh, grid_size, mesh_size, *, common=False):
+    """The mesh ``t`` and the smoothed ``rows`` on it (``[R, mesh_size]``).
+
+    ``common``: with a traced ``grid``, convolve at the static size
+    :data:`_COMMON_GRID` when ``grid`` is that (a second compiled convolution, for
+    loops that smooth many times).
+    """
     t = _linspace(mesh, mesh_size, f.dtype)
     spread = _to_grid(f, rows, grid, grid_size)
-    return t, _interpolate(t, _reflected_convolution(spread, sigma, grid, grid_size), grid)
+
+    def smoothed(e, size):
+        def run(v):
+            conv = _reflected_convolution(v[..., :size], sigma, e, size)
+            return _interpolate(t, conv, e)
+
+        return run
+
+    if common and grid_size > _COMMON_GRID and not isinstance(grid, int):
+        common_grid = smoothed(_COMMON_GRID, _COMMON_GRID)
+        out = jax.lax.cond(
+            grid == _COMMON_GRID, common_grid, smoothed(grid, grid_size), spread
+        )
+        return t, out
+    return t, smoothed(grid, grid_size)(spread)
 
 
 def _smece(p, rows, sigma, grid, mesh, grid_size, mesh_size):
@@ -317,11 +346,12 @@ def _smooth_calibration_error(y_true, y_prob, *, bandwidth):
     return err, bw.sigma
 
 
-def _curve(y, p, w, sigma, grid, grid_size, mesh):
+def _curve(y, p, w, sigma, grid, grid_size, mesh, *, common=False):
     # relplot's KernelSmoother: smooth(f, y)[0] = smoothed y / (density + eps).
     # w weighs each observation in both sums (bootstrap multiplicities; 0 in a
     # bucket's padding).
-    t, sm = _smooth(p, jnp.stack([y * w, w]), sigma, grid, mesh, grid_size, mesh)
+    rows = jnp.stack([y * w, w])
+    t, sm = _smooth(p, rows, sigma, grid, mesh, grid_size, mesh, common=common)
     dens = sm[1] + _DENSITY_EPS
     return t, sm[0] / dens, dens
 
@@ -430,7 +460,7 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
         counts = jnp.zeros((size,), p.dtype).at[idx].add(1, mode="drop")
         # job 0 is the data itself: one compiled curve serves the data and the band
         weights = jnp.where(index == 0, base, counts)
-        _, mu, dens = _curve(y, p, weights, sigma, grid, grid_size, mesh)
+        _, mu, dens = _curve(y, p, weights, sigma, grid, grid_size, mesh, common=True)
         return mu, dens
 
     # Whole batches only (a remainder would compile the loop body a second time): the
