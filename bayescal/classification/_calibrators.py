@@ -1105,7 +1105,12 @@ def _fit_ovr_loop(fit, y_true, probs, options):
     """One binary fit per class (any method), with the per-class error messages."""
     y, p = _ovr_inputs(y_true, probs)
     num_classes = p.shape[1]
-    counts = jnp.sum(y[:, None] == jnp.arange(num_classes), axis=0)
+    xp = jnp
+    if _v.host_resident(y) and _v.host_resident(p):
+        # the classes' labels and columns cut on the host: no program for each N (the
+        # binary fits pad them to their buckets)
+        xp, y, p = np, np.asarray(y), np.asarray(p)
+    counts = xp.sum(y[:, None] == xp.arange(num_classes), axis=0)
     # One host sync of C counts (never the data): a class without examples gets a
     # calibrator fitted to all-0 labels, i.e. one that maps every score to 0.
     host_counts = np.asarray(counts) if _v.is_concrete(counts) else None
