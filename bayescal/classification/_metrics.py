@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from jax.scipy.special import xlog1py, xlogy
 from jax.typing import ArrayLike
 
-from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
 from bayescal._src.binning import bin_index
@@ -24,6 +23,7 @@ from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
     observation_weights,
+    quick_compiler_options,
     resolve_bins,
 )
 from bayescal.core import curve_error
@@ -623,7 +623,7 @@ def _corp_kernel(
     return BrierDecomposition(mcb, dsc, mean((ybar - y) ** 2))
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=newton.compiler_options)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
     r"""Exact CORP decomposition of the Brier score into MCB, DSC and UNC.
 

@@ -31,12 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import as_key, check_level
-from bayescal.classification._inputs import binary_inputs
+from bayescal.classification._inputs import binary_inputs, quick_compiler_options
 
 __all__ = [
     "smooth_calibration_error",
@@ -333,7 +332,7 @@ def smooth_calibration_error(
     return out, (float(sigma) if _v.is_concrete(sigma) else sigma)
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=newton.compiler_options)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def _smooth_calibration_error(y_true, y_prob, *, bandwidth):
     """``(smece, bandwidth)``; one compiled program per bucket of N, search included."""
     y, p = binary_inputs(y_true, y_prob)
@@ -373,7 +372,7 @@ def _mesh_size(num_points: Any, sigma: Any) -> int:
     return _grid_sizes(float(sigma))[1]
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=newton.compiler_options)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def smooth_reliability_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -433,9 +432,14 @@ _BAND_BATCH = 4  # curves smoothed at once (vmapped) in the band's loop: 16 comp
 
 
 def _band_compiler_options(size: int) -> dict[str, Any]:
-    """newton's XLA options less the unoptimised code generation: it would make the
-    band's resampling loop ~10x slower than it saves in compile time."""
-    options = newton.compiler_options(size)
+    """:func:`quick_compiler_options` less the unoptimised code generation.
+
+    Up to xla_options' quick size, the older emitters only: at N = 1e4 ~1/3 less
+    compile time for a ~10% longer run, where unoptimised code made the resampling
+    loop ~10x slower. Beyond it XLA's defaults (the older emitters ran it 1.5x slower
+    from N = 1e5 on). Measured on the 2-core CPU machines.
+    """
+    options = quick_compiler_options(size)
     options.pop("xla_backend_optimization_level", None)
     return options
 

@@ -23,6 +23,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
 from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
+from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, curve_gap
 from bayescal._src.options import BinStrategy, CurveKind, Norm
@@ -58,27 +59,34 @@ def _gaussian_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[jax.Array, ...]
 
 
 # --------------------------------------------------------------------------- ENCE
-def _equal_count_bins(n: int, num_bins: int) -> np.ndarray:
-    """Bin of each rank 0..n-1 when n sorted values are split as ``np.array_split``."""
-    q, r = divmod(n, num_bins)
-    ranks = np.arange(n)
+def _equal_count_bins(n: jax.Array | int, length: int, num_bins: int) -> jax.Array:
+    """Bin of each rank ``0..length-1`` when ``n`` sorted values are split as
+    ``np.array_split``; ranks ``>= n`` (a bucket's padding, sorted last) get
+    ``num_bins``, a bin that is dropped. ``n`` may be traced (integer arithmetic)."""
+    q, r = n // num_bins, n % num_bins
+    ranks = jnp.arange(length)
     big = r * (q + 1)  # the first r bins hold q + 1 values, the others q
-    return np.where(
-        ranks < big, ranks // (q + 1), r + (ranks - big) // max(q, 1)
-    ).astype(np.int32)
+    idx = jnp.where(ranks < big, ranks // (q + 1), r + (ranks - big) // jnp.maximum(q, 1))
+    return jnp.where(ranks < n, idx, num_bins).astype(jnp.int32)
 
 
 @functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
-def _spread_skill_kernel(y, loc, scale, num_bins, strategy):
-    n = y.shape[-1]
+def _spread_skill_kernel(y, loc, scale, n, mask, num_bins, strategy):
+    """The binned RMV and RMSE; ``n`` real observations, ``mask`` the real ones of a
+    padded bucket (None: all). The padding goes to bin ``num_bins``, dropped."""
+    length = y.shape[-1]
     if strategy == "quantile":
-        order = jnp.argsort(scale, stable=True)
-        idx = jnp.zeros((n,), jnp.int32).at[order].set(
-            jnp.asarray(_equal_count_bins(n, num_bins))
+        key = scale if mask is None else jnp.where(mask, scale, jnp.inf)  # padding last
+        order = jnp.argsort(key, stable=True)
+        idx = jnp.zeros((length,), jnp.int32).at[order].set(
+            _equal_count_bins(n, length, num_bins)
         )
     else:
+        # the padding repeats the last observation: min and max are those of the data
         edges = jnp.linspace(jnp.min(scale), jnp.max(scale), num_bins + 1)
         idx = bin_index(scale, edges)
+        if mask is not None:
+            idx = jnp.where(mask, idx, num_bins)
     count, (var_sum, sq_sum) = bin_sums(idx, num_bins, (scale * scale, (y - loc) ** 2))
     c = count.astype(y.dtype)
     safe = jnp.where(count > 0, c, 1)
@@ -92,7 +100,10 @@ def _check_binning(bins: Any, strategy: Any) -> int:
     return _v.check_positive_int(bins, "bins")
 
 
-@_v.validated
+_GAUSSIAN = {"y_true": -1, "loc": -1, "scale": -1}
+
+
+@_v.validated(fuse=True, bucket=_GAUSSIAN)
 def spread_skill_curve(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -153,18 +164,20 @@ def spread_skill_curve(
     """
     y, mu, s = _gaussian_inputs(y_true, loc, scale)
     num_bins = _check_binning(bins, strategy)
-    return _spread_skill_kernel(y, mu, s, num_bins, strategy)
+    return _spread_skill_kernel(
+        y, mu, s, _v.observation_count(s), _v.observation_mask(s.shape[-1]), num_bins, strategy
+    )
 
 
 @functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))
-def _ence_kernel(y, loc, scale, num_bins, strategy):
-    c = _spread_skill_kernel(y, loc, scale, num_bins, strategy)
+def _ence_kernel(y, loc, scale, n, mask, num_bins, strategy):
+    c = _spread_skill_kernel(y, loc, scale, n, mask, num_bins, strategy)
     full = c.weight > 0
     term = jnp.where(full, jnp.abs(c.expected - c.observed) / jnp.where(full, c.expected, 1), 0)
     return jnp.sum(term) / jnp.sum(full)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_GAUSSIAN)
 def expected_normalized_calibration_error(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -214,7 +227,9 @@ def expected_normalized_calibration_error(
     """
     y, mu, s = _gaussian_inputs(y_true, loc, scale)
     num_bins = _check_binning(bins, strategy)
-    return _ence_kernel(y, mu, s, num_bins, strategy)
+    return _ence_kernel(
+        y, mu, s, _v.observation_count(s), _v.observation_mask(s.shape[-1]), num_bins, strategy
+    )
 
 
 # --------------------------------------------------------------------------- groups
@@ -223,9 +238,12 @@ def _statistic(u: jax.Array, kind: str) -> jax.Array:
 
 
 @functools.partial(jax.jit, static_argnames=("num_groups", "num_levels", "kind"))
-def _group_curve_kernel(u, groups, num_groups, num_levels, kind):
+def _group_curve_kernel(u, groups, mask, num_groups, num_levels, kind):
+    """One curve per group; ``mask``: the real observations of a padded bucket."""
     v = _statistic(u, kind)
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
+    if mask is not None:
+        groups = jnp.where(mask, groups, -1)  # the padding is in no group
 
     def one(g):
         w = (groups == g).astype(u.dtype)
@@ -239,10 +257,8 @@ def _group_curve_kernel(u, groups, num_groups, num_levels, kind):
     return CalibrationCurve(expected, observed, weight)
 
 
-def _group_inputs(pit, groups, num_groups, num_levels, kind):
-    _v.check_choice(kind, "kind", _KINDS)
-    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
-    u = _v.check_pit(pit)
+def _num_groups(groups, num_groups):
+    """``num_groups``, read from the largest group id (on the host) when None."""
     if num_groups is None:
         if not _v.is_concrete(groups):
             raise TypeError(
@@ -255,6 +271,13 @@ def _group_inputs(pit, groups, num_groups, num_levels, kind):
         else:
             finite = g_np[np.isfinite(g_np)] if g_np.dtype.kind == "f" else g_np
             num_groups = max(int(np.max(finite)) + 1, 1) if finite.size else 1
+    return num_groups
+
+
+def _group_inputs(pit, groups, num_groups, num_levels, kind):
+    _v.check_choice(kind, "kind", _KINDS)
+    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    u = _v.check_pit(pit)
     num_groups = _v.check_positive_int(num_groups, "num_groups")
     g = _v.check_class_labels(groups, "groups", num_groups)
     if g.shape != u.shape:
@@ -265,7 +288,6 @@ def _group_inputs(pit, groups, num_groups, num_levels, kind):
     return u, g, num_groups, num_levels
 
 
-@_v.validated
 def group_calibration_curve(
     pit: ArrayLike,
     groups: ArrayLike,
@@ -313,11 +335,27 @@ def group_calibration_curve(
     >>> c.observed.tolist()
     [[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]]
     """
+    return _group_curve(
+        pit,
+        groups,
+        num_groups=_num_groups(groups, num_groups),
+        num_levels=num_levels,
+        kind=kind,
+    )
+
+
+_GROUPS = {"pit": -1, "groups": -1}
+
+
+# The public functions read num_groups=None from the data on the host first: the
+# fused, bucketed call traces its arrays.
+@_v.validated(fuse=True, bucket=_GROUPS)
+def _group_curve(pit, groups, *, num_groups, num_levels, kind):
     u, g, num_groups, num_levels = _group_inputs(pit, groups, num_groups, num_levels, kind)
-    return _group_curve_kernel(u, g, num_groups, num_levels, kind)
+    mask = _v.observation_mask(u.shape[-1])
+    return _group_curve_kernel(u, g, mask, num_groups, num_levels, kind)
 
 
-@_v.validated
 def group_calibration_error(
     pit: ArrayLike,
     groups: ArrayLike,
@@ -365,9 +403,22 @@ def group_calibration_error(
     >>> [round(v, 4) for v in e.tolist()]
     [0.1667, 0.0]
     """
+    return _group_error(
+        pit,
+        groups,
+        norm=norm,
+        num_groups=_num_groups(groups, num_groups),
+        num_levels=num_levels,
+        kind=kind,
+    )
+
+
+@_v.validated(fuse=True, bucket=_GROUPS)
+def _group_error(pit, groups, *, norm, num_groups, num_levels, kind):
     _v.check_choice(norm, "norm", NORMS)
     u, g, num_groups, num_levels = _group_inputs(pit, groups, num_groups, num_levels, kind)
-    c = _group_curve_kernel(u, g, num_groups, num_levels, kind)
+    mask = _v.observation_mask(u.shape[-1])
+    c = _group_curve_kernel(u, g, mask, num_groups, num_levels, kind)
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
@@ -399,16 +450,18 @@ class AdversarialGroupCalibration(NamedTuple):
     stderr: jax.Array
 
 
-def _subset_counts_without_replacement(key, b, sizes, num_levels):
+def _subset_counts_without_replacement(key, b, sizes, num_levels, n=None):
     """Per-level counts of one uniform random subset of ``sizes[m]`` points per lane.
 
     Knuth's selection sampling (Algorithm S): point ``i`` joins lane ``m``'s subset with
     probability ``(k_m - taken_m) / (n - i)``, which gives every subset of size ``k_m``
     the same probability. One pass over the points for all lanes at once, no sort (XLA's
-    sort, behind ``jax.random.permutation``, is slow on CPU).
+    sort, behind ``jax.random.permutation``, is slow on CPU). ``n`` real points (may be
+    traced): a bucket's padding, after them, is never taken (each lane has taken its
+    ``k_m`` by then), and point ``i``'s randomness is its own (``fold_in(key, i)``).
     """
-    n = b.shape[-1]
     lanes = sizes.shape[0]
+    n = b.shape[-1] if n is None else n
 
     def step(carry, i):
         counts, taken = carry
@@ -421,17 +474,24 @@ def _subset_counts_without_replacement(key, b, sizes, num_levels):
         return (counts, taken + take.astype(jnp.int32)), None
 
     init = (jnp.zeros((lanes, num_levels), jnp.int32), jnp.zeros((lanes,), jnp.int32))
-    (counts, _), _ = jax.lax.scan(step, init, jnp.arange(n, dtype=jnp.int32))
+    (counts, _), _ = jax.lax.scan(step, init, jnp.arange(b.shape[-1], dtype=jnp.int32))
     return counts
 
 
-def _subset_counts_with_replacement(key, b, sizes, num_levels):
-    """Per-level counts of ``sizes[m]`` points drawn with replacement, per lane."""
-    n = b.shape[-1]
-    positions = jnp.arange(n)
+def _subset_counts_with_replacement(key, b, sizes, num_levels, n=None):
+    """Per-level counts of ``sizes[m]`` points drawn with replacement, per lane.
+
+    ``n`` real points (may be traced): indices are drawn from ``[0, n)``, so a bucket's
+    padding is never drawn; with prefix-stable random draws
+    (:func:`~bayescal._src.bucketing.random_prefix_stable`) the first ``n`` indices
+    are those of the unpadded call.
+    """
+    length = b.shape[-1]
+    n = length if n is None else n
+    positions = jnp.arange(length)
 
     def one(k, size):
-        idx = jax.random.randint(k, (n,), 0, n)
+        idx = jax.random.randint(k, (length,), 0, n)
         w = (positions < size).astype(jnp.int32)
         return jax.ops.segment_sum(w, b[idx], num_segments=num_levels)
 
@@ -444,14 +504,14 @@ def _subset_counts_with_replacement(key, b, sizes, num_levels):
     static_argnames=("num_levels", "kind", "norm", "num_trials", "num_group_draws", "replace"),
 )
 def _adversarial_kernel(
-    key, u, counts, num_levels, kind, norm, num_trials, num_group_draws, replace
+    key, u, counts, n, num_levels, kind, norm, num_trials, num_group_draws, replace
 ):
     b = grid_index(_statistic(u, kind), num_levels)
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
     per_size = num_trials * num_group_draws
     sizes = jnp.repeat(counts, per_size)  # one lane per (size, trial, draw)
     draw = _subset_counts_with_replacement if replace else _subset_counts_without_replacement
-    per_level = draw(key, b, sizes, num_levels)
+    per_level = draw(key, b, sizes, num_levels, n)
     observed = jnp.cumsum(per_level, axis=-1).astype(u.dtype) / sizes[:, None].astype(u.dtype)
     errs = curve_gap(levels, observed, jnp.ones_like(levels), norm)
     worst = jnp.max(errs.reshape(counts.shape[0], num_trials, num_group_draws), axis=-1)
@@ -460,7 +520,6 @@ def _adversarial_kernel(
     return mean, std, std / np.sqrt(num_trials)
 
 
-@_v.validated
 def adversarial_group_calibration(
     key: Any,
     y_true: ArrayLike,
@@ -534,8 +593,13 @@ def adversarial_group_calibration(
     >>> r.group_count.tolist()
     [2, 2, 4]
     """
+    # The shapes and options here, where n is known (the group sizes are computed from
+    # it on the host); the values and the Monte Carlo estimate in one program per
+    # bucket of n.
     k = as_key(key)
-    y, mu, s = _gaussian_inputs(y_true, loc, scale)
+    y = _v.as_float_array(y_true, "y_true")
+    _v.check_ndim(y, "y_true", 1)
+    _v.check_nonempty(y, "y_true")
     _v.check_choice(norm, "norm", NORMS)
     _v.check_choice(kind, "kind", _KINDS)
     num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
@@ -552,10 +616,39 @@ def adversarial_group_calibration(
     ratios = np.linspace(0, 1, num_group_sizes)
     # uncertainty-toolbox: max([int(round(num_pts * r)), 2]) (round half to even)
     sizes = np.array([max(int(round(n * r)), 2) for r in ratios], np.int32)
+    # Drawn with replacement, the indices are one array of random draws per lane: the
+    # padded call gives the same ones only where such draws are prefix-stable.
+    run = (
+        _adversarial_bucketed
+        if not replace or random_prefix_stable(k)
+        else _adversarial_unbucketed
+    )
+    return run(
+        k,
+        y,
+        _v.as_float_array(loc, "loc"),
+        _v.as_float_array(scale, "scale"),
+        ratios,
+        sizes,
+        norm=norm,
+        kind=kind,
+        num_levels=num_levels,
+        num_trials=num_trials,
+        num_group_draws=num_group_draws,
+        replace=replace,
+    )
+
+
+def _adversarial(key, y_true, loc, scale, ratios, sizes, **options):
+    y, mu, s = _gaussian_inputs(y_true, loc, scale)
     u = ndtr((y - mu) / s)
     mean, std, stderr = _adversarial_kernel(
-        k, u, jnp.asarray(sizes), num_levels, kind, norm, num_trials, num_group_draws, replace
+        key, u, sizes, _v.observation_count(u), **options
     )
     return AdversarialGroupCalibration(
         jnp.asarray(ratios, u.dtype), jnp.asarray(sizes), mean, std, stderr
     )
+
+
+_adversarial_bucketed = _v.validated(fuse=True, bucket=_GAUSSIAN)(_adversarial)
+_adversarial_unbucketed = _v.validated(fuse=True)(_adversarial)

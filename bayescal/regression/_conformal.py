@@ -16,7 +16,6 @@ scores with ``k = ceil((n + 1)(1 - alpha))``, which gives marginal coverage
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 from fractions import Fraction
@@ -93,9 +92,23 @@ def conformal_rank(n: int, alpha: float) -> int:
     return max(k, 1)
 
 
-@functools.partial(jax.jit, static_argnames=("k",))
-def _kth_smallest(scores: jax.Array, k: int) -> jax.Array:
-    return sort_last_axis(scores)[..., k - 1]
+@jax.jit
+def _kth_smallest(
+    scores: jax.Array, k: jax.Array, mask: jax.Array | None = None
+) -> jax.Array:
+    """The ``k``-th smallest score (``k`` an array: one program for every rank).
+
+    ``mask``: the real scores of a padded bucket; the padding is set to +inf, so it
+    sorts after every real score and the rank ``k <= n`` never reaches it.
+    """
+    if mask is not None:
+        scores = jnp.where(mask, scores, jnp.asarray(jnp.inf, scores.dtype))
+    return jnp.take(sort_last_axis(scores), k - 1, axis=-1)
+
+
+def _rank(n: int, alpha: float) -> np.ndarray:
+    """:func:`conformal_rank` as an int32 array argument (traced, not static)."""
+    return np.asarray(conformal_rank(n, alpha), np.int32)
 
 
 @pytree_dataclass(data=("quantile",), meta=("alpha", "normalized"))
@@ -120,26 +133,17 @@ class ConformalCalibrator:
         self, loc: ArrayLike, scale: ArrayLike | None = None
     ) -> tuple[jax.Array, jax.Array]:
         """The interval ``(lower, upper)`` for new predictive means (and scales)."""
-        mu = _v.as_float_array(loc, "loc")
-        if self.normalized:
-            if scale is None:
-                raise ValueError(
-                    "this calibrator was fitted on scale-normalized residuals; pass the "
-                    "test predictions' scale too: calibrator(loc, scale)."
-                )
-            s = _v.as_float_array(scale, "scale")
-            _v.check_broadcastable("loc", tuple(mu.shape), scale=s)
-            _v.check_positive(s, "scale")
-            half = self.quantile * s
-        else:
-            if scale is not None:
-                raise ValueError(
-                    "this calibrator was fitted on absolute residuals (no scale); call it "
-                    "with loc only, or refit with fit_conformal(y_true, loc, scale)."
-                )
-            half = self.quantile
-        dtype = jnp.result_type(mu.dtype, jnp.asarray(half).dtype)
-        return (mu - half).astype(dtype), (mu + half).astype(dtype)
+        if self.normalized and scale is None:
+            raise ValueError(
+                "this calibrator was fitted on scale-normalized residuals; pass the "
+                "test predictions' scale too: calibrator(loc, scale)."
+            )
+        if not self.normalized and scale is not None:
+            raise ValueError(
+                "this calibrator was fitted on absolute residuals (no scale); call it "
+                "with loc only, or refit with fit_conformal(y_true, loc, scale)."
+            )
+        return _conformal_interval(self.quantile, loc, scale)
 
 
 @pytree_dataclass(data=("quantile",), meta=("alpha",))
@@ -160,21 +164,40 @@ class ConformalizedQuantileCalibrator:
 
     def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
         """The conformalized interval for new predicted lower / upper quantiles."""
-        lo = _v.as_float_array(lower, "lower")
-        hi = _v.as_float_array(upper, "upper")
-        _v.check_same_shape(lower=lo, upper=hi)
-        return lo - self.quantile, hi + self.quantile
+        return _cqr_interval(self.quantile, lower, upper)
+
+
+# The intervals on new predictions: one program per bucket of their length.
+@_v.validated(fuse=True, bucket={"loc": -1, "scale": -1}, per_observation=-1)
+def _conformal_interval(quantile, loc, scale):
+    mu = _v.as_float_array(loc, "loc")
+    if scale is not None:
+        s = _v.as_float_array(scale, "scale")
+        _v.check_broadcastable("loc", tuple(mu.shape), scale=s)
+        _v.check_positive(s, "scale")
+        half = quantile * s
+    else:
+        half = quantile
+    dtype = jnp.result_type(mu.dtype, jnp.asarray(half).dtype)
+    return (mu - half).astype(dtype), (mu + half).astype(dtype)
+
+
+@_v.validated(fuse=True, bucket={"lower": -1, "upper": -1}, per_observation=-1)
+def _cqr_interval(quantile, lower, upper):
+    lo = _v.as_float_array(lower, "lower")
+    hi = _v.as_float_array(upper, "upper")
+    _v.check_same_shape(lower=lo, upper=hi)
+    return lo - quantile, hi + quantile
 
 
 def _one_d(x: Any, name: str) -> jax.Array:
+    """A 1-D, non-empty float array (shapes only: the values are checked in the fit)."""
     a = _v.as_float_array(x, name)
     _v.check_ndim(a, name, 1)
     _v.check_nonempty(a, name)
-    _v.check_finite(a, name)
     return a
 
 
-@_v.validated
 def fit_conformal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -233,21 +256,32 @@ def fit_conformal(
     >>> [v.tolist() for v in cal([0.0])]
     [[-1.0], [1.0]]
     """
+    # Shapes, alpha and the rank here (n is known); the values and the scores in one
+    # program per bucket of n (the rank is an argument of it).
     y = _one_d(y_true, "y_true")
     mu = _one_d(loc, "loc")
     _v.check_same_shape(y_true=y, loc=mu)
-    a = _check_alpha(alpha)
-    k = conformal_rank(y.shape[-1], a)
-    scores = jnp.abs(y - mu)
+    s = None
     if scale is not None:
         s = _one_d(scale, "scale")
         _v.check_same_shape(y_true=y, scale=s)
-        _v.check_positive(s, "scale")
-        scores = scores / s
-    return ConformalCalibrator(_kth_smallest(scores, k), a, scale is not None)
+    a = _check_alpha(alpha)
+    return _fit_conformal(y, mu, s, _rank(y.shape[-1], a), alpha=a)
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1})
+def _fit_conformal(y_true, loc, scale, k, *, alpha):
+    for name, x in (("y_true", y_true), ("loc", loc), ("scale", scale)):
+        if x is not None:
+            _v.check_finite(x, name)
+    scores = jnp.abs(y_true - loc)
+    if scale is not None:
+        _v.check_positive(scale, "scale")
+        scores = scores / scale
+    mask = _v.observation_mask(scores.shape[-1])
+    return ConformalCalibrator(_kth_smallest(scores, k, mask), alpha, scale is not None)
+
+
 def fit_conformalized_quantile(
     y_true: ArrayLike,
     lower: ArrayLike,
@@ -305,6 +339,13 @@ def fit_conformalized_quantile(
     hi = _one_d(upper, "upper")
     _v.check_same_shape(y_true=y, lower=lo, upper=hi)
     a = _check_alpha(alpha)
-    k = conformal_rank(y.shape[-1], a)
-    scores = jnp.maximum(lo - y, y - hi)
-    return ConformalizedQuantileCalibrator(_kth_smallest(scores, k), a)
+    return _fit_cqr(y, lo, hi, _rank(y.shape[-1], a), alpha=a)
+
+
+@_v.validated(fuse=True, bucket={"y_true": -1, "lower": -1, "upper": -1})
+def _fit_cqr(y_true, lower, upper, k, *, alpha):
+    for name, x in (("y_true", y_true), ("lower", lower), ("upper", upper)):
+        _v.check_finite(x, name)
+    scores = jnp.maximum(lower - y_true, y_true - upper)
+    mask = _v.observation_mask(scores.shape[-1])
+    return ConformalizedQuantileCalibrator(_kth_smallest(scores, k, mask), alpha)

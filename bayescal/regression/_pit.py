@@ -12,6 +12,7 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.resampling import check_key
 
 __all__ = ["pit_normal", "pit_draws", "pit_cdf", "pit_quantiles"]
@@ -118,8 +119,15 @@ def pit_draws(
     >>> pit_draws(jnp.array([1.5, 1.0]), draws).tolist()
     [0.5, 0.25]
     """
-    if _draws_array(draws) is draws:  # large numpy draws: counted in row blocks
+    # large numpy draws: counted in row blocks (a JAX array is its own float array
+    # too, and goes the fused way)
+    if isinstance(draws, np.ndarray) and _draws_array(draws) is draws:
         return _pit_draws_streamed(y_true, draws, key=key)
+    if key is None or random_prefix_stable(key):
+        # host-resident inputs padded to their bucket (columns repeated: each PIT
+        # value is its own column's count, so the padding changes no real value; the
+        # uniforms of a randomized PIT are drawn per index, the same as unpadded)
+        return _pit_draws_bucketed(y_true, draws, key=key)
     return _pit_draws_fused(y_true, draws, key=key)
 
 
@@ -159,6 +167,9 @@ def _pit_draws_impl(y_true, draws, *, key=None):
 
 
 _pit_draws_fused = _v.validated(fuse=True)(_pit_draws_impl)
+_pit_draws_bucketed = _v.validated(
+    fuse=True, bucket={"y_true": -1, "draws": -1}, per_observation=-1
+)(_pit_draws_impl)
 _pit_draws_streamed = _v.validated(_pit_draws_impl)
 
 
@@ -321,7 +332,9 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
     y = _v.as_float_array(y_true, "y_true")
     _v.check_nonempty(y, "y_true")
     _v.check_finite(y, "y_true")
-    u = _v.as_float_array(cdf(y), "cdf(y_true)")
+    u = _bucketed_cdf(cdf, y)
+    if u is None:
+        u = _v.as_float_array(cdf(y), "cdf(y_true)")
     if tuple(u.shape) != tuple(y.shape):
         raise ValueError(
             f"cdf(y_true) returned shape {tuple(u.shape)} but y_true has shape "
@@ -330,6 +343,33 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
         )
     _v.check_in_unit_interval(u, "cdf(y_true)", "CDF values")
     return u
+
+
+def _bucketed_cdf(cdf: Callable[[jax.Array], ArrayLike], y: jax.Array) -> jax.Array | None:
+    """``cdf(y)`` evaluated on ``y`` padded to its bucket, then sliced back; or None.
+
+    The callable is user code, often eager ``jnp`` operations that compile once per
+    input shape: evaluated on the bucket's length (the last observation repeated,
+    valid for an elementwise CDF), a new ``N`` in a used bucket compiles nothing.
+    Only for 1-D host-resident ``y``; a callable that cannot take the padded input
+    (e.g. a batched distribution with ``N`` parameters) raises or returns another
+    shape, and is then called on ``y`` itself (None here).
+    """
+    n = y.shape[0] if y.ndim == 1 else 0
+    if not (0 < n <= _v.BUCKET_MAX and _v.host_resident(y)) or bucket_size(n) == n:
+        return None
+    size = bucket_size(n)
+    try:
+        u = _v.as_float_array(
+            cdf(jax.device_put(pad_axis(np.asarray(y), size))), "cdf(y_true)"
+        )
+    except Exception:  # not elementwise on the padded input: the plain call decides
+        return None
+    if tuple(u.shape) != (size,) or not _v.is_concrete(u):
+        return None
+    if _v.host_resident(u):
+        return jax.device_put(np.asarray(u)[:n])  # sliced on the host: no program
+    return u[:n]
 
 
 @_v.validated(fuse=True, bucket={"y_true": -1, "quantiles": -1}, per_observation=-1)

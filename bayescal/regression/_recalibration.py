@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import ndtri
 from jax.typing import ArrayLike
 
@@ -387,17 +389,32 @@ def _empirical_quantiles(draws: jax.Array, probs: jax.Array) -> jax.Array:
     return q.T
 
 
+def _structure(recalibrator, loc, scale, draws) -> None:
+    """Which predictive was passed, and whether the recalibrator can use it."""
+    if draws is not None and (loc is not None or scale is not None):
+        raise ValueError("pass either draws or loc and scale, not both.")
+    if draws is None and (loc is None or scale is None):
+        raise ValueError("pass loc and scale (Normal predictives) or draws ([S, N]).")
+    if isinstance(recalibrator, SigmaScalingCalibrator):
+        if draws is not None:
+            raise ValueError(
+                "a SigmaScalingCalibrator recalibrator rescales loc/scale predictives; pass loc and "
+                "scale, or use fit_isotonic_recalibrator for draws."
+            )
+    elif not isinstance(recalibrator, IsotonicLevelCalibrator):
+        raise TypeError(
+            "recalibrator must be an IsotonicLevelCalibrator or SigmaScalingCalibrator (from "
+            f"fit_isotonic_recalibrator / fit_sigma_scaling); got {type(recalibrator).__name__}."
+        )
+
+
 def _prep_predictive(loc, scale, draws):
     if draws is not None:
-        if loc is not None or scale is not None:
-            raise ValueError("pass either draws or loc and scale, not both.")
         d = _v.as_float_array(draws, "draws")
         _v.check_ndim(d, "draws", 2)
         _v.check_nonempty(d, "draws")
         _v.check_finite(d, "draws")
         return None, None, d
-    if loc is None or scale is None:
-        raise ValueError("pass loc and scale (Normal predictives) or draws ([S, N]).")
     m = _v.as_float_array(loc, "loc")
     s = _v.as_float_array(scale, "scale")
     _v.check_finite(m, "loc")
@@ -406,6 +423,124 @@ def _prep_predictive(loc, scale, draws):
         "loc", tuple(jnp.broadcast_shapes(m.shape, s.shape)), loc=m, scale=s
     )
     return m, s, None
+
+
+def _host(x):
+    """A list or number as a NumPy array (hashable options aside, the fused call takes
+    arrays); anything else unchanged (the checks report what it is)."""
+    if isinstance(x, list | tuple | int | float) and not isinstance(x, bool):
+        try:
+            a = np.asarray(x)
+        except Exception:
+            return x
+        return a if a.dtype.kind in "biuf" else x
+    return x
+
+
+def _recalibrated(
+    recalibrator, levels, loc, scale, draws, *, interval: bool
+) -> jax.Array | tuple[jax.Array, jax.Array]:
+    """The recalibrated quantiles ``[L, N]`` (or the interval's two rows).
+
+    Two steps. The levels alone (``[L]``, a few values) give the quantiles of the
+    standard family, or for draws the raw levels: computed on the host in NumPy
+    when the levels and the recalibrator hold values (no program to compile: the
+    interpolation, ``ndtri`` and the search through the knots were most of a first
+    call's compilation, 0.5-0.7 s on a CPU), else traced. The predictive's ``N``
+    columns then take ONE program per bucket of ``N``, with those ``L`` values as
+    an argument.
+    """
+    _structure(recalibrator, loc, scale, draws)
+    sigma = isinstance(recalibrator, SigmaScalingCalibrator)
+    lv = _v.as_float_array(_host(levels), "levels")
+    if lv.ndim == 0:
+        lv = (
+            lv.reshape(1)
+            if not _v.host_resident(lv)
+            else jax.device_put(np.asarray(lv)[None])
+        )
+    _v.check_levels(lv, "levels", strict=False)
+    data = (recalibrator.factor,) if sigma else (recalibrator.raw, recalibrator.calibrated)
+    if sigma:
+        family, df = recalibrator.family, recalibrator.df
+        level_dtype = _v.result_dtype(lv, recalibrator.factor)
+    else:
+        level_dtype = recalibrator.raw.dtype
+    if all(_v.is_concrete(a) for a in (lv, *data)):
+        p = np.asarray(lv, np.float64)
+        if sigma:
+            z = _host_family_quantile(p, family, df)
+        else:
+            raw = _host_map_levels(*(np.asarray(a, np.float64) for a in data[::-1]), p)
+            z = raw if draws is not None else _host_ndtri(raw)
+    elif sigma:
+        z = _fam.quantile(lv.astype(level_dtype), family, df)
+    else:
+        raw = recalibrator.inverse(lv)
+        z = raw if draws is not None else ndtri(raw)
+    return _recalibrated_kernel(
+        z,
+        _host(loc),
+        _host(scale),
+        _host(draws),
+        recalibrator.factor if sigma else None,
+        level_dtype=np.dtype(level_dtype).name,
+        interval=interval,
+    )
+
+
+def _host_map_levels(xp: np.ndarray, fp: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """:func:`_map_levels` (:func:`bayescal._src.interp.interp` with 0 and 1 fixed) in
+    NumPy: the same rule, right-continuous at equal knots, clamped outside."""
+    n = xp.shape[-1]
+    i = np.clip(np.searchsorted(xp, p, side="right"), 1, n - 1)
+    x0, x1, f0, f1 = xp[i - 1], xp[i], fp[i - 1], fp[i]
+    dx = x1 - x0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(dx > 0, (p - x0) / np.where(dx > 0, dx, 1), 1)
+    out = f0 + np.clip(t, 0, 1) * (f1 - f0)
+    out = np.where(p < xp[0], fp[0], out)
+    out = np.where(p >= xp[-1], fp[-1], out)
+    return np.where(p <= 0, 0.0, np.where(p >= 1, 1.0, out))
+
+
+def _host_ndtri(p: np.ndarray) -> np.ndarray:
+    """The standard Normal quantile in float64 (``statistics.NormalDist``: Wichura's
+    AS241, ~1e-16 relative); -inf at 0 and +inf at 1, like ``ndtri``."""
+    inv = statistics.NormalDist().inv_cdf
+    return np.array(
+        [-np.inf if v <= 0 else np.inf if v >= 1 else inv(v) for v in p.ravel().tolist()],
+        np.float64,
+    ).reshape(p.shape)
+
+
+def _host_family_quantile(p: np.ndarray, family: str, df: float | None) -> np.ndarray:
+    """:func:`bayescal._src.families.quantile` in float64 on the host."""
+    if family == "normal":
+        return _host_ndtri(p)
+    if family == "laplace":
+        c = p - 0.5
+        with np.errstate(divide="ignore"):
+            return -np.sign(c) * np.log1p(-2 * np.abs(c))
+    return _fam._host_t_quantile(p, np.full(p.shape, df, np.float64))
+
+
+@_v.validated(fuse=True, bucket={"loc": -1, "scale": -1, "draws": -1}, per_observation=-1)
+def _recalibrated_kernel(z, loc, scale, draws, factor, *, level_dtype, interval):
+    """``loc + scale * z`` (times ``factor``), or the draws' empirical quantiles at the
+    raw levels ``z``; ``level_dtype``: the dtype the levels computed in (promoted with
+    the predictive's)."""
+    m, s, d = _prep_predictive(loc, scale, draws)
+    if d is not None:
+        q = _empirical_quantiles(d, z.astype(d.dtype))
+    else:
+        dtype = jnp.result_type(level_dtype, m.dtype, s.dtype)
+        if factor is not None:
+            s = factor * s
+        # the L quantiles first, kept apart from the [L, N] products
+        z = jax.lax.optimization_barrier(z.astype(dtype))
+        q = m[None, ...] + s[None, ...] * z[:, None]
+    return (q[0], q[1]) if interval else q
 
 
 def recalibrated_quantiles(
@@ -453,11 +588,11 @@ def recalibrated_quantiles(
     >>> round(float(q[0, 0]), 3)
     -0.674
     """
-    lv = _v.as_float_array(levels, "levels")
-    if lv.ndim == 0:
-        lv = lv[None]
-    _v.check_levels(lv, "levels", strict=False)
     if quantile_fn is not None:
+        lv = _v.as_float_array(levels, "levels")
+        if lv.ndim == 0:
+            lv = lv[None]
+        _v.check_levels(lv, "levels", strict=False)
         if not callable(quantile_fn):
             raise TypeError(
                 f"quantile_fn must be callable; got {type(quantile_fn).__name__}."
@@ -473,27 +608,7 @@ def recalibrated_quantiles(
                 f"L = {lv.shape[0]} levels."
             )
         return q
-    m, s, d = _prep_predictive(loc, scale, draws)
-    if isinstance(recalibrator, SigmaScalingCalibrator):
-        if d is not None:
-            raise ValueError(
-                "a SigmaScalingCalibrator recalibrator rescales loc/scale predictives; pass loc and "
-                "scale, or use fit_isotonic_recalibrator for draws."
-            )
-        dtype = _v.result_dtype(lv, m, s, recalibrator.factor)
-        z = _fam.quantile(lv.astype(dtype), recalibrator.family, recalibrator.df)
-        return m[None, ...] + (recalibrator.factor * s)[None, ...] * z[:, None]
-    if not isinstance(recalibrator, IsotonicLevelCalibrator):
-        raise TypeError(
-            "recalibrator must be an IsotonicLevelCalibrator or SigmaScalingCalibrator (from "
-            f"fit_isotonic_recalibrator / fit_sigma_scaling); got {type(recalibrator).__name__}."
-        )
-    raw = recalibrator.inverse(lv)
-    if d is not None:
-        return _empirical_quantiles(d, raw.astype(d.dtype))
-    dtype = _v.result_dtype(raw, m, s)
-    z = ndtri(raw.astype(dtype))
-    return m[None, ...] + s[None, ...] * z[:, None]
+    return _recalibrated(recalibrator, levels, loc, scale, draws, interval=False)
 
 
 def recalibrated_interval(
@@ -539,11 +654,5 @@ def recalibrated_interval(
     ):
         raise ValueError(f"coverage must be a float in (0, 1), e.g. 0.9; got {coverage!r}.")
     half = coverage / 2
-    q = recalibrated_quantiles(
-        recalibrator,
-        jnp.asarray([0.5 - half, 0.5 + half]),
-        loc=loc,
-        scale=scale,
-        draws=draws,
-    )
-    return q[0], q[1]
+    levels = np.asarray([0.5 - half, 0.5 + half])
+    return _recalibrated(recalibrator, levels, loc, scale, draws, interval=True)
