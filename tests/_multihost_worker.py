@@ -36,8 +36,9 @@ observed = np.asarray(curve.observed.addressable_data(0))  # replicated result
 # the accumulator: local state, summed over processes
 acc = calibration_accumulator(num_levels=21)
 local = acc.update(acc.init(), half)
-summed = multihost_utils.process_allgather(local.count)
-count = np.asarray(summed).reshape(2, -1).sum(0)
+summed = multihost_utils.process_allgather(local.count)  # split pairs (high, low)
+count = sum(np.asarray(part).reshape(2, -1).sum(0) * scale
+            for part, scale in zip(summed, (2**20, 1), strict=True))
 ref = (u[:, None] <= np.linspace(0, 1, 21, dtype=np.float32)).sum(0)
 assert (count == ref).all(), (count, ref)
 # counts are exact (above); the division by n may round differently by 1 ulp

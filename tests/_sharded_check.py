@@ -14,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 import bayescal
 from bayescal import classification as C
+from bayescal import core
 from bayescal import regression as R
 
 if os.environ.get("BAYESCAL_CACHE_DIR"):  # the tests' shared cache (tests/conftest.py)
@@ -38,6 +39,21 @@ def put(x):
     return jax.device_put(x, col if x.ndim == 2 else row)
 
 
+def _dirichlet(y, p, weights):
+    return weights * (p * 0 + 1)  # the replicates' weights, tied to the sharded data
+
+
+def _weighted_ece(y, p, weights):
+    return C.expected_calibration_error(y, p, weights=weights)
+
+
+def _bootstrap(metric):
+    def run(y, p):
+        return core.bootstrap(0, metric, y, p, num_samples=8, method="bayesian")
+
+    return run
+
+
 CASES = {
     "pit_normal": (R.pit_normal, (y_reg, loc, scale), {}),
     "pit_draws": (R.pit_draws, (y_reg, draws), {}),
@@ -58,7 +74,11 @@ CASES = {
     "brier_decomposition": (C.brier_decomposition, (y, p), {}),
     "brier_decomposition_binned": (C.brier_decomposition_binned, (y, p), {}),
     "prediction_sharpness": (C.prediction_sharpness, (p,), {}),
+    # the Dirichlet weights do not depend on the sharding (bitwise: EXACT below)
+    "bootstrap_bayesian_weights": (_bootstrap(_dirichlet), (y, p), {}),
+    "bootstrap_bayesian_ece": (_bootstrap(_weighted_ece), (y, p), {}),
 }
+EXACT = {"bootstrap_bayesian_weights"}
 
 only = sys.argv[1:] or list(CASES)
 for name in only:
@@ -67,7 +87,7 @@ for name in only:
     got = fn(*[put(a) for a in args], **kwargs)
     for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(got), strict=True):
         a, b = np.asarray(a), np.asarray(b)
-        if np.issubdtype(a.dtype, np.integer):
+        if np.issubdtype(a.dtype, np.integer) or name in EXACT:
             np.testing.assert_array_equal(a, b, err_msg=name)
         else:  # float sums: within a few ulps whatever the sharding
             np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-7, err_msg=name)

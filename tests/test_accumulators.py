@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bayescal._src.accumulate import exact_count
 from bayescal.classification import reliability_accumulator, reliability_curve
 from bayescal.core import curve_error
 from bayescal.regression import (
@@ -64,13 +65,13 @@ def test_calibration_accumulator_merge_and_jit(rng):
     b = acc.update(acc.init(), u[120:])
     both = acc.update(acc.update(acc.init(), u[:120]), u[120:])
     merged = acc.merge(a, b)
-    for x, y in zip(jax.tree_util.tree_leaves(merged), jax.tree_util.tree_leaves(both)):
+    for x, y in zip(jax.tree_util.tree_leaves(merged), jax.tree_util.tree_leaves(both), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     jitted = jax.jit(acc.update)(acc.init(), jnp.asarray(u))
-    np.testing.assert_array_equal(np.asarray(jitted.count), np.asarray(both.count))
+    np.testing.assert_array_equal(exact_count(jitted.count), exact_count(both.count))
     # merge is commutative and init is its identity
-    np.testing.assert_array_equal(np.asarray(acc.merge(b, a).count), np.asarray(merged.count))
-    np.testing.assert_array_equal(np.asarray(acc.merge(acc.init(), a).count), np.asarray(a.count))
+    np.testing.assert_array_equal(exact_count(acc.merge(b, a).count), exact_count(merged.count))
+    np.testing.assert_array_equal(exact_count(acc.merge(acc.init(), a).count), exact_count(a.count))
 
 
 def test_calibration_accumulator_invalid_gives_nan():
@@ -169,5 +170,79 @@ def test_bucketing_compiles_few_times(rng, source):
               if hasattr(c.cell_contents, "_cache_size")]
     assert jitted and jitted[0]._cache_size() <= 2
     seen = sum(range(1000, 1200)) + 1100  # 1100 was fed twice
-    assert int(states["curve"].total) == seen
-    assert int(np.asarray(states["rel"].count).sum()) == seen
+    assert int(exact_count(states["curve"].total)) == seen
+    assert int(exact_count(states["rel"].count).sum()) == seen
+
+
+# ------------------------------------------------ counts past 2^31 (issue item 7)
+# int32 counts wrapped past 2^31 values: after 33 updates of 2^26 values `observed`
+# was [0, 0, -0.532, -0.532, 1] and the reliability weight negative. Doubling a
+# state by merging it with itself reaches 2^32 observations with no large array: the
+# same public operation as merging the states of two hosts.
+DOUBLINGS = 23  # 512 * 2^23 = 2^32 observations
+
+
+def _doubled(acc, state, times=DOUBLINGS):
+    for _ in range(times):
+        state = acc.merge(state, state)
+    return state
+
+
+def test_calibration_counts_past_2_31_stay_exact():
+    u = np.random.default_rng(0).uniform(size=512).astype(_float())
+    acc = calibration_accumulator(num_levels=5)
+    one = acc.update(acc.init(), u)
+    big = _doubled(acc, one)
+    ref = calibration_curve(u, num_levels=5)
+    np.testing.assert_array_equal(exact_count(big.count), exact_count(one.count) << DOUBLINGS)
+    assert int(exact_count(big.total)) == 512 << DOUBLINGS
+    got = acc.finalize(big)
+    np.testing.assert_allclose(np.asarray(got.observed), np.asarray(ref.observed), rtol=1e-6)
+    assert (np.asarray(got.observed) >= 0).all()
+    # an update and a jitted merge on top of 2^32 stay exact (the carries)
+    more = jax.jit(acc.merge)(acc.update(big, u[:100]), acc.update(acc.init(), u[100:]))
+    want = (exact_count(one.count) << DOUBLINGS) + exact_count(one.count)
+    np.testing.assert_array_equal(exact_count(more.count), want)
+    assert int(exact_count(more.total)) == (512 << DOUBLINGS) + 512
+
+
+def test_reliability_counts_past_2_31_stay_exact():
+    rng = np.random.default_rng(1)
+    p = rng.uniform(size=512).astype(_float())
+    y = (rng.uniform(size=512) < p).astype(_float())
+    acc = reliability_accumulator(bins=4)
+    one = acc.update(acc.init(), y, p)
+    got = acc.finalize(_doubled(acc, one, 26))  # ~128 * 2^26 = 2^33 per bin
+    ref = reliability_curve(y, p, bins=4)
+    np.testing.assert_allclose(
+        np.asarray(got.weight, np.float64), np.asarray(ref.weight, np.float64) * 2.0**26,
+        rtol=1e-7,
+    )
+    assert (np.asarray(got.weight) > 0).all()
+    np.testing.assert_allclose(np.asarray(got.observed), np.asarray(ref.observed), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got.expected), np.asarray(ref.expected), rtol=1e-5)
+
+
+def test_summed_leaves_of_many_states_stay_exact():
+    # psum / process_allgather(...).sum(0) add the leaves of many states without merge
+    u = np.random.default_rng(2).uniform(size=300).astype(_float())
+    acc = calibration_accumulator(num_levels=7)
+    big = _doubled(acc, acc.update(acc.init(), u), 20)
+    stacked = jax.tree_util.tree_map(lambda x: jnp.stack([x] * 1000), big)
+    summed = jax.tree_util.tree_map(lambda x: x.sum(0), stacked)
+    np.testing.assert_array_equal(exact_count(summed.count), exact_count(big.count) * 1000)
+    np.testing.assert_array_equal(
+        exact_count(acc.merge(summed, acc.init()).count), exact_count(big.count) * 1000
+    )
+    np.testing.assert_allclose(
+        np.asarray(acc.finalize(summed).observed), np.asarray(acc.finalize(big).observed),
+        rtol=1e-6,
+    )
+
+
+def test_invalid_counts_saturate_instead_of_wrapping():
+    acc = calibration_accumulator(num_levels=3)
+    bad = acc.update(acc.init(), np.array([2.0] * 4, _float()))
+    bad = _doubled(acc, bad, 70)  # 4 * 2^70 invalid values: the count stops at the max
+    assert int(bad.invalid) == np.iinfo(np.asarray(bad.invalid).dtype).max
+    assert np.isnan(np.asarray(acc.finalize(bad).observed)).all()

@@ -261,3 +261,175 @@ def test_folder_or_special_file_at_the_path_is_refused(tmp_path):
     assert os.path.islink(link)
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert _leftovers(tmp_path) == []
+
+
+# ------------------------------------------- tampered fields (issue item 10)
+# Each of these loaded before: arrays of other shapes that then broadcast, a negative
+# conformal quantile, values that overflow or vanish in float32, an int64 2**40 that
+# wrapped to 0, normalized="no" read as true; deeply nested JSON raised RecursionError.
+X64 = bool(__import__("jax").config.read("jax_enable_x64"))
+
+
+def _platt(tmp_path):
+    return _saved(tmp_path, clf.fit_platt(Y, P))
+
+
+def _with_array(path, spec, arrays, field, value):
+    cal = spec["calibrator"]
+    _write(path, spec, {**arrays, cal["arrays"][field]: value})
+
+
+def _conformal(tmp_path, normalized=True):
+    rng = np.random.default_rng(3)
+    y = rng.normal(size=30)
+    args = (y, np.zeros(30), np.ones(30)) if normalized else (y, np.zeros(30))
+    return _saved(tmp_path, reg.fit_conformal(*args, alpha=0.2))
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("a", np.array([1.0, 2.0, 3.0]), r"PlattCalibrator.a must be a scalar \(shape \(\)\)"),
+        ("b", np.zeros((1, 1)), r"PlattCalibrator.b must be a scalar"),
+        ("a", np.array(2**40, np.int64), "a: must be a float32 or float64 array.*int64"),
+        ("a", np.array(True), "a: must be a float32 or float64 array.*bool"),
+    ],
+)
+def test_platt_shapes_and_dtypes(tmp_path, field, value, match):
+    path, spec, arrays = _platt(tmp_path)
+    _with_array(path, spec, arrays, field, value)
+    with pytest.raises(CalibratorFileError, match=match):
+        load_calibrator(path)
+
+
+@pytest.mark.skipif(X64, reason="float64 is the compute dtype under x64")
+def test_values_that_overflow_or_vanish_in_float32(tmp_path):
+    path, spec, arrays = _platt(tmp_path)
+    _with_array(path, spec, arrays, "a", np.array(1e300))
+    with pytest.raises(CalibratorFileError, match="a: holds values beyond the float32 range"):
+        load_calibrator(path)
+    logits = np.stack([np.zeros(8), 3 * (P - 0.5)], axis=1)
+    labels = np.array([0, 1, 1, 1, 0, 0, 1, 0])
+    path, spec, arrays = _saved(tmp_path, clf.fit_temperature(labels, logits))
+    _with_array(path, spec, arrays, "temperature", np.array(1e-300))  # 0 in float32
+    with pytest.raises(CalibratorFileError, match="temperature must be > 0, at least the smallest"):
+        load_calibrator(path)
+
+
+def test_subnormal_temperature_and_factor_are_refused(tmp_path):
+    logits = np.stack([np.zeros(8), 3 * (P - 0.5)], axis=1)
+    labels = np.array([0, 1, 1, 1, 0, 0, 1, 0])
+    path, spec, arrays = _saved(tmp_path, clf.fit_temperature(labels, logits))
+    _with_array(path, spec, arrays, "temperature", np.array(1e-320))  # subnormal float64
+    with pytest.raises(CalibratorFileError, match="temperature must be > 0"):
+        load_calibrator(path)
+    sig = reg.fit_sigma_scaling(np.random.default_rng(0).normal(size=20), np.zeros(20), np.ones(20))
+    path, spec, arrays = _saved(tmp_path, sig)
+    _with_array(path, spec, arrays, "factor", np.array(1e-41, np.float32))
+    with pytest.raises(CalibratorFileError, match="factor must be > 0"):
+        load_calibrator(path)
+
+
+def test_mismatched_vector_shapes(tmp_path):
+    path, spec, arrays = _saved(tmp_path, clf.fit_histogram_binning(Y, P, bins=4))
+    key = spec["calibrator"]["arrays"]["values"]
+    _write(path, spec, {**arrays, key: arrays[key][None, :]})  # [1, K] broadcast before
+    with pytest.raises(CalibratorFileError, match="values must be one value per bin"):
+        load_calibrator(path)
+    path, spec, arrays = _saved(tmp_path, clf.fit_isotonic(Y, P))
+    key = spec["calibrator"]["arrays"]["thresholds"]
+    _write(path, spec, {**arrays, key: np.stack([arrays[key]] * 2)})
+    with pytest.raises(CalibratorFileError, match="thresholds must be 1-D"):
+        load_calibrator(path)
+    path, spec, arrays = _saved(tmp_path, reg.fit_isotonic_recalibrator(P))
+    key = spec["calibrator"]["arrays"]["calibrated"]
+    _write(path, spec, {**arrays, key: arrays[key][:-1]})
+    with pytest.raises(CalibratorFileError, match="calibrated must be the shape of raw"):
+        load_calibrator(path)
+
+
+def test_conformal_fields(tmp_path):
+    path, spec, arrays = _conformal(tmp_path)
+    _with_array(path, spec, arrays, "quantile", -np.abs(arrays["quantile"]) - 1)
+    with pytest.raises(CalibratorFileError, match="quantile must be >= 0"):
+        load_calibrator(path)
+    _with_array(path, spec, arrays, "quantile", np.ones(3))
+    with pytest.raises(CalibratorFileError, match="quantile must be a scalar"):
+        load_calibrator(path)
+    for bad in ("no", 1, None):
+        path, spec, arrays = _conformal(tmp_path)
+        spec["calibrator"]["meta"]["normalized"] = bad
+        _write(path, spec, arrays)
+        with pytest.raises(CalibratorFileError, match="normalized must be true or false"):
+            load_calibrator(path)
+    for bad in (True, float("nan"), "0.1"):
+        path, spec, arrays = _conformal(tmp_path, normalized=False)
+        spec["calibrator"]["meta"]["alpha"] = bad
+        _write(path, spec, arrays)
+        with pytest.raises(CalibratorFileError, match=r"alpha must be a float in \(0, 1\)"):
+            load_calibrator(path)
+
+
+def test_infinite_degrees_of_freedom(tmp_path):
+    rng = np.random.default_rng(0)
+    sig = reg.fit_sigma_scaling(rng.normal(size=20), np.zeros(20), np.ones(20),
+                                family="student_t", df=5.0)
+    path, spec, arrays = _saved(tmp_path, sig)
+    spec["calibrator"]["meta"]["df"] = float("inf")  # json writes Infinity, reads it back
+    _write(path, spec, arrays)
+    with pytest.raises(CalibratorFileError, match="df must be None or a positive number"):
+        load_calibrator(path)
+
+
+def test_deeply_nested_json_is_a_file_error(tmp_path):
+    path, spec, arrays = _platt(tmp_path)
+    deep = 100_000
+    text = json.dumps(spec).replace('"eps": null', '"eps": ' + "[" * deep + "]" * deep)
+    blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, __spec__=blob, **arrays)
+    with pytest.raises(CalibratorFileError, match="nested too deeply"):
+        load_calibrator(path)
+    # moderately deep: parsed, then refused with a bounded message
+    text = json.dumps(spec).replace('"eps": null', '"eps": ' + "[" * 500 + "]" * 500)
+    blob = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez(fh, __spec__=blob, **arrays)
+    with pytest.raises(CalibratorFileError, match="eps must be None") as info:
+        load_calibrator(path)
+    assert len(str(info.value)) < 500
+
+
+def test_one_vs_rest_nesting_and_extra_arrays(tmp_path):
+    probs = np.stack([1 - P, P * 0.5, P * 0.5], axis=1)
+    labels = np.array([0, 0, 1, 2, 0, 1, 2, 0])
+    path, spec, arrays = _saved(tmp_path, clf.fit_one_vs_rest(labels, probs, method="platt"))
+    inner = json.loads(json.dumps(spec["calibrator"]))
+    spec["calibrator"]["nested"][0] = inner  # a one-vs-rest inside a one-vs-rest
+    _write(path, spec, arrays)
+    with pytest.raises(CalibratorFileError, match=r"calibrators\[0\] must be one of"):
+        load_calibrator(path)
+    path, spec, arrays = _saved(tmp_path, clf.fit_one_vs_rest(labels, probs, method="platt"))
+    spec["calibrator"]["nested"] = spec["calibrator"]["nested"][:1]
+    _write(path, spec, arrays)
+    with pytest.raises(CalibratorFileError, match="at least 2"):
+        load_calibrator(path)
+    path, spec, arrays = _platt(tmp_path)
+    _write(path, spec, {**arrays, "smuggled": np.ones(3)})
+    with pytest.raises(CalibratorFileError, match="no field refers to: \\['smuggled'\\]"):
+        load_calibrator(path)
+
+
+def test_save_refuses_what_load_would_refuse(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    cals = [clf.fit_platt(Y[i::2], P[i::2]) for i in range(2)]
+    batch = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *cals)  # a of shape (2,)
+    path = os.path.join(tmp_path, "batch.npz")
+    with pytest.raises(ValueError, match=r"PlattCalibrator.a must be a scalar.*one by one"):
+        save_calibrator(batch, path)
+    nan = jax.jit(clf.fit_platt)(jnp.asarray(Y), jnp.asarray(P).at[0].set(jnp.nan))
+    with pytest.raises(ValueError, match="PlattCalibrator.a: holds NaN"):
+        save_calibrator(nan, path)
+    assert not os.path.exists(path)  # nothing written

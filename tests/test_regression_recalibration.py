@@ -42,6 +42,10 @@ def test_recalibrator_monotone_onto_and_inverse_round_trip(u):
     # Knot spacings below ~1e-30 would make R^{-1}(t) subnormal, which XLA flushes to
     # zero in float32; such PIT values are set to exactly 0 (an atom the test handles).
     u = np.where(u < 1e-30, 0.0, u).astype(np.float32)
+    if np.unique(u[(u > 0) & (u < 1)]).size < 2:  # degenerate: no map (item 13 below)
+        with pytest.raises(ValueError, match="needs at least 2"):
+            reg.fit_isotonic_recalibrator(jnp.asarray(u))
+        return
     r = reg.fit_isotonic_recalibrator(jnp.asarray(u))
     p = jnp.linspace(0, 1, 257, dtype=r.raw.dtype)
     out = np.asarray(r(p))
@@ -224,11 +228,11 @@ def test_recalibrators_are_pytrees_through_jit_and_vmap(rng):
         ),
         (lambda: reg.fit_sigma_scaling([1.0], [0.0], [1.0], df=3), "df is only used"),
         (
-            lambda: reg.fit_isotonic_recalibrator([0.5])([2.0]),
+            lambda: reg.fit_isotonic_recalibrator([0.2, 0.5])([2.0]),
             "levels must lie in \\[0, 1\\]",
         ),
         (
-            lambda: reg.recalibrated_quantiles(reg.fit_isotonic_recalibrator([0.5]), [0.5]),
+            lambda: reg.recalibrated_quantiles(reg.fit_isotonic_recalibrator([0.2, 0.5]), [0.5]),
             "pass loc and scale",
         ),
         (
@@ -237,7 +241,7 @@ def test_recalibrators_are_pytrees_through_jit_and_vmap(rng):
         ),
         (
             lambda: reg.recalibrated_interval(
-                reg.fit_isotonic_recalibrator([0.5]), 1.2, loc=[0.0], scale=[1.0]
+                reg.fit_isotonic_recalibrator([0.2, 0.5]), 1.2, loc=[0.0], scale=[1.0]
             ),
             "coverage must be a float in \\(0, 1\\)",
         ),
@@ -271,3 +275,48 @@ def test_recalibrated_quantiles_with_quantile_fn_equals_loc_scale(rng):
         reg.recalibrated_quantiles(r, levels, quantile_fn=lambda p: np.zeros(3))
     with pytest.raises(ValueError, match="pass quantile_fn alone"):
         reg.recalibrated_quantiles(r, levels, quantile_fn=lambda p: p, loc=loc, scale=scale)
+
+
+# ------------------------------------ degenerate calibration PIT values (issue item 13)
+# fit_isotonic_recalibrator(np.ones(50)) returned the identity map, while by the
+# definition (Kuleshov et al. 2018: R(p) = fraction of calibration PIT values <= p) it is
+# 0 below 1: with one distinct value the linear interpolation from (0, 0) is all there
+# is. Such input now raises, naming pit (NaN under jit); elsewhere the map keeps
+# Kuleshov's Algorithm 1 (scikit-learn's interpolation, test above) and equals the
+# definition at every calibration value.
+def _ecdf(u, p):
+    return (np.asarray(u, np.float64)[None, :] <= np.asarray(p, np.float64)[:, None]).mean(1)
+
+
+@pytest.mark.parametrize(
+    "u",
+    [
+        np.round(np.random.default_rng(0).uniform(size=60), 1),  # heavy ties
+        np.concatenate([np.full(30, 0.2), np.random.default_rng(1).uniform(size=10)]),
+        np.concatenate([np.ones(10), np.random.default_rng(2).uniform(size=27)]),
+    ],
+)
+def test_recalibrator_equals_the_definition_at_calibration_values(u):
+    u = u.astype(np.float64 if X64 else np.float32)
+    r = reg.fit_isotonic_recalibrator(u)
+    values = np.unique(u[u > 0])
+    np.testing.assert_allclose(
+        np.asarray(r(values), np.float64), _ecdf(u, values), rtol=0, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize(
+    "u, shown",
+    [
+        (np.ones(50), r"1.0 \(50x\)"),
+        (np.full(40, 0.5), r"0.5 \(40x\)"),
+        (np.array([0.0, 1.0] * 10), r"0.0 \(10x\), 1.0 \(10x\)"),
+        (np.array([0.3]), r"0.3"),
+    ],
+)
+def test_degenerate_calibration_pit_raises_and_is_nan_traced(u, shown):
+    with pytest.raises(ValueError, match=rf"pit has [01] distinct values strictly between 0 and 1.*{shown}.*needs at least 2"):
+        reg.fit_isotonic_recalibrator(u)
+    r = jax.jit(reg.fit_isotonic_recalibrator)(jnp.asarray(u))
+    assert np.isnan(np.asarray(r.calibrated)).all()
+    assert np.isnan(np.asarray(r(jnp.array([0.25, 0.5])))).all()

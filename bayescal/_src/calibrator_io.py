@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import reprlib
 import secrets
 import stat
 import zipfile
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -50,14 +53,52 @@ def _eps_ok(v: Any) -> bool:
     )
 
 
+def _number(v: Any) -> bool:
+    """A finite JSON number (not a bool, not NaN or Infinity, which json also reads)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _scalar(*names: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
+    return [(n, lambda d, n=n: d[n].shape == (), "a scalar (shape ())") for n in names]
+
+
+def _vector(name: str, minimum: int) -> tuple[str, Callable[[dict[str, Any]], bool], str]:
+    return (
+        name,
+        lambda d: d[name].ndim == 1 and d[name].shape[0] >= minimum,
+        f"1-D with at least {minimum} entries",
+    )
+
+
+def _alpha() -> tuple[str, Callable[[dict[str, Any]], bool], str]:
+    return (
+        "alpha",
+        lambda d: _number(d["alpha"]) and 0 < d["alpha"] < 1,
+        "a float in (0, 1)",
+    )
+
+
+_POSITIVE = "> 0, at least the smallest normal float of the compute dtype"
+
+#: The classes a one-vs-rest calibrator holds (fit_one_vs_rest's methods).
+_BINARY = (
+    "PlattCalibrator",
+    "IsotonicCalibrator",
+    "HistogramBinningCalibrator",
+    "BetaCalibrator",
+)
+
+
 def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
     """(field, predicate over all fields, what must hold) per class."""
     table: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], str]]] = {
         "PlattCalibrator": [
+            *_scalar("a", "b"),
             ("input", lambda d: d["input"] in ("prob", "score"), "'prob' or 'score'"),
             ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
         ],
         "IsotonicCalibrator": [
+            _vector("thresholds", 1),
             ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
             ("values", lambda d: _in_unit(d["values"]), "probabilities in [0, 1]"),
             ("values", lambda d: _nondecreasing(d["values"]), "nondecreasing"),
@@ -68,27 +109,36 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
         ],
         "HistogramBinningCalibrator": [
+            _vector("edges", 2),
             ("edges", lambda d: _nondecreasing(d["edges"]), "nondecreasing"),
             ("values", lambda d: _in_unit(d["values"]), "probabilities in [0, 1]"),
             (
                 "values",
-                lambda d: d["values"].shape[-1:] == (d["edges"].shape[-1] - 1,),
+                lambda d: d["values"].shape == (d["edges"].shape[0] - 1,),
                 "one value per bin (one fewer than the edges)",
             ),
         ],
         "BetaCalibrator": [
+            *_scalar("a", "b", "c"),
             ("a", lambda d: bool(np.all(d["a"] >= 0)), ">= 0"),
             ("b", lambda d: bool(np.all(d["b"] >= 0)), ">= 0"),
             ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
         ],
         "TemperatureCalibrator": [
-            ("temperature", lambda d: bool(np.all(d["temperature"] > 0)), "> 0"),
+            *_scalar("temperature"),
+            ("temperature", lambda d: _positive(d["temperature"]), _POSITIVE),
         ],
         "IsotonicLevelCalibrator": [
+            _vector("raw", 2),
             (
                 "raw",
                 lambda d: _in_unit(d["raw"]) and _nondecreasing(d["raw"]),
                 "levels in [0, 1], nondecreasing",
+            ),
+            (
+                "calibrated",
+                lambda d: d["calibrated"].shape == d["raw"].shape,
+                "the shape of raw",
             ),
             (
                 "calibrated",
@@ -97,21 +147,19 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
         ],
         "ConformalCalibrator": [
+            *_scalar("quantile"),
             (
-                "alpha",
-                lambda d: isinstance(d["alpha"], int | float) and 0 < d["alpha"] < 1,
-                "a float in (0, 1)",
+                "quantile",
+                lambda d: bool(np.all(d["quantile"] >= 0)),
+                ">= 0 (a quantile of |residuals|)",
             ),
+            _alpha(),
+            ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),
         ],
-        "ConformalizedQuantileCalibrator": [
-            (
-                "alpha",
-                lambda d: isinstance(d["alpha"], int | float) and 0 < d["alpha"] < 1,
-                "a float in (0, 1)",
-            ),
-        ],
+        "ConformalizedQuantileCalibrator": [*_scalar("quantile"), _alpha()],
         "SigmaScalingCalibrator": [
-            ("factor", lambda d: bool(np.all(d["factor"] > 0)), "> 0"),
+            *_scalar("factor"),
+            ("factor", lambda d: _positive(d["factor"]), _POSITIVE),
             (
                 "family",
                 lambda d: d["family"] in ("normal", "student_t", "laplace"),
@@ -119,14 +167,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
             (
                 "df",
-                lambda d: (
-                    d["df"] is None
-                    or (
-                        isinstance(d["df"], int | float)
-                        and not isinstance(d["df"], bool)
-                        and d["df"] > 0
-                    )
-                ),
+                lambda d: d["df"] is None or (_number(d["df"]) and d["df"] > 0),
                 "None or a positive number",
             ),
         ],
@@ -216,6 +257,7 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
     """
     arrays: dict[str, np.ndarray] = {}
     spec = {"format": FORMAT, "calibrator": _encode(calibrator, arrays, "")}
+    _check_savable(spec["calibrator"], arrays)
     blob = np.frombuffer(json.dumps(spec).encode("utf-8"), dtype=np.uint8)
     entries: dict[str, Any] = arrays
     target = _save_target(path)
@@ -233,6 +275,32 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
             os.unlink(tmp)
         raise
     _fsync_folder(os.path.dirname(target))
+
+
+def _check_savable(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Refuse to write a file that load_calibrator would refuse (NaN fields, a batch).
+
+    A ``ValueError`` naming the field: e.g. a batch of calibrators stacked by ``vmap``
+    (a Platt ``a`` of shape ``(3,)``), or one fitted under ``jit`` on invalid data (NaN).
+    """
+    fields: dict[str, Any] = dict(spec["meta"])
+    for field, key in spec["arrays"].items():
+        problem = _array_problem(arrays[key])
+        if problem:
+            raise ValueError(
+                f"save_calibrator: {spec['type']}.{field}: {problem}; a file "
+                "with it could not be loaded."
+            )
+        fields[field] = arrays[key]
+    problem = _field_problem(spec["type"], fields)
+    if problem:
+        raise ValueError(
+            f"save_calibrator: {problem}; a file with it could not be loaded. A batch of "
+            "calibrators (from vmap or stacking) is saved one by one, e.g. "
+            "jax.tree_util.tree_map(lambda x: x[i], calibrator)."
+        )
+    for sub in spec["nested"]:
+        _check_savable(sub, arrays)
 
 
 def _save_target(path: str | os.PathLike) -> str:
@@ -278,8 +346,74 @@ def _fsync_folder(folder: str) -> None:
 
 
 # ------------------------------------------------------------------------ decoding
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
+
+
+def _short(value: Any) -> str:
+    """A bounded repr (a tampered field may be huge or deeply nested)."""
+    return _REPR.repr(value)
+
+
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype ``jnp.asarray`` gives an array of ``dtype`` (float64 only under x64)."""
+    return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
+
+
+def _array_problem(a: np.ndarray) -> str | None:
+    """What is wrong with an array field whatever the class, or None.
+
+    Every array field of a fitted calibrator is a float32 or float64 array of finite
+    values that survive the conversion to the compute dtype (float32 unless x64):
+    ``1e300`` would become inf there, and an int64 ``2**40`` would wrap to 0. (Values
+    that must stay positive are checked by their class's rules, :func:`_positive`.)
+    """
+    if a.dtype not in (np.float32, np.float64):
+        return f"must be a float32 or float64 array (as save_calibrator writes); got dtype {a.dtype}"
+    if not _finite(a):
+        return "holds NaN or infinite values"
+    target = _compute_dtype(a.dtype)
+    with np.errstate(over="ignore", under="ignore"):
+        cast = a.astype(target)
+    if not _finite(cast):
+        return (
+            f"holds values beyond the {target} range (max |value| {float(np.max(np.abs(a))):.6g}), "
+            f"which become infinite in {target}"
+        )
+    return None
+
+
+def _positive(a: np.ndarray) -> bool:
+    """> 0 still in the compute dtype: at least its smallest normal float (a temperature
+    or scale factor of ``1e-300`` becomes 0 in float32, and a subnormal one is flushed
+    to 0 on the device: a division by zero)."""
+    target = _compute_dtype(a.dtype)
+    return bool(np.all(a >= np.finfo(target).tiny))
+
+
+def _field_problem(kind: str, fields: dict[str, Any]) -> str | None:
+    """The first rule of class ``kind`` that ``fields`` break, as a message, or None."""
+    for field, pred, what in _rules(kind):
+        try:
+            good = pred(fields)
+        except Exception:  # a malformed field (wrong shape or type) fails its rule
+            good = False
+        if not good:
+            value = fields.get(field)
+            got = (
+                f"shape {value.shape}, {_short(value.tolist())}"
+                if isinstance(value, np.ndarray)
+                else _short(value)
+            )
+            return f"{kind}.{field} must be {what}; got {got}"
+    return None
+
+
 def _decode(
-    spec: Any, arrays: dict[str, np.ndarray], fail: Callable[[str], Exception]
+    spec: Any,
+    arrays: dict[str, np.ndarray],
+    fail: Callable[[str], Exception],
+    used: set[str],
 ) -> Any:
     if not isinstance(spec, dict):
         raise fail("the description of a calibrator is not a JSON object")
@@ -287,7 +421,7 @@ def _decode(
     cls = REGISTRY.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise fail(
-            f"unknown calibrator type {kind!r}; known: {', '.join(sorted(REGISTRY))}"
+            f"unknown calibrator type {_short(kind)}; known: {', '.join(sorted(REGISTRY))}"
         )
     meta, refs, nested = spec.get("meta"), spec.get("arrays"), spec.get("nested", [])
     if (
@@ -305,24 +439,31 @@ def _decode(
     fields: dict[str, Any] = dict(meta)
     for field, key in refs.items():
         if not isinstance(key, str) or key not in arrays:
-            raise fail(f"{kind}.{field}: the array {key!r} is missing from the archive")
+            raise fail(
+                f"{kind}.{field}: the array {_short(key)} is missing from the archive"
+            )
+        used.add(key)
         a = arrays[key]
         if a.dtype.kind not in "fiub":
             raise fail(f"{kind}.{field}: arrays must be numeric; got dtype {a.dtype}")
-        if a.dtype.kind == "f" and not _finite(a):
-            raise fail(f"{kind}.{field}: holds NaN or infinite values")
+        problem = _array_problem(a)
+        if problem:
+            raise fail(f"{kind}.{field}: {problem}")
         fields[field] = a
-    for field, pred, what in _rules(kind):
-        try:
-            good = pred(fields)
-        except Exception:  # a malformed field (wrong shape or type) fails its rule
-            good = False
-        if not good:
-            raise fail(f"{kind}.{field} must be {what}; got {fields.get(field)!r}")
+    problem = _field_problem(kind, fields)
+    if problem:
+        raise fail(problem)
     if _NESTED in cls._data_fields:
-        if not nested:
-            raise fail(f"{kind}: no nested calibrators")
-        fields[_NESTED] = tuple(_decode(s, arrays, fail) for s in nested)
+        if len(nested) < 2:
+            raise fail(f"{kind}: needs one nested calibrator per class (at least 2)")
+        for i, sub in enumerate(nested):
+            sub_kind = sub.get("type") if isinstance(sub, dict) else None
+            if sub_kind not in _BINARY:
+                raise fail(
+                    f"{kind}.calibrators[{i}] must be one of {', '.join(_BINARY)}; got "
+                    f"{_short(sub_kind)}"
+                )
+        fields[_NESTED] = tuple(_decode(s, arrays, fail, used) for s in nested)
     elif nested:
         raise fail(f"{kind}: unexpected nested calibrators")
     kwargs = {
@@ -396,9 +537,16 @@ def load_calibrator(path: str | os.PathLike) -> Any:
         spec = json.loads(arrays.pop("__spec__").tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise fail(f"the __spec__ entry is not UTF-8 JSON ({err})") from err
+    except RecursionError as err:  # JSON nested thousands of levels deep
+        raise fail("the __spec__ entry is nested too deeply to be a calibrator") from err
     if not isinstance(spec, dict) or spec.get("format") != FORMAT:
         got = spec.get("format") if isinstance(spec, dict) else spec
         raise fail(
-            f"unsupported calibrator file format {got!r}; this version reads {FORMAT!r}"
+            f"unsupported calibrator file format {_short(got)}; this version reads {FORMAT!r}"
         )
-    return _decode(spec.get("calibrator"), arrays, fail)
+    used: set[str] = set()
+    calibrator = _decode(spec.get("calibrator"), arrays, fail, used)
+    extra = sorted(set(arrays) - used)
+    if extra:
+        raise fail(f"the archive holds arrays that no field refers to: {_short(extra)}")
+    return calibrator

@@ -431,8 +431,8 @@ def _host_paddable(arrays: tuple) -> tuple | None:
     """The arrays as numpy (or device) arrays of one common length ``N`` along axis 0."""
     out = []
     for a in arrays:
-        if isinstance(a, jax.core.Tracer):
-            return None
+        if isinstance(a, jax.core.Tracer | np.ma.MaskedArray):
+            return None  # masked: the ordinary path refuses it (np.asarray drops the mask)
         if not isinstance(a, jax.Array):
             try:
                 a = np.asarray(a)

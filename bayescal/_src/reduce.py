@@ -40,8 +40,8 @@ def reduce_scores(x: jax.Array, w: jax.Array | None, reduction: str) -> jax.Arra
     (also where its score is infinite): that is how a bucket's padding is dropped
     (:func:`bayescal._src.validation.mask_weights`).
     """
-    if reduction == "none":
-        return x
+    if reduction == "none" or x.ndim == 0:
+        return x  # a scalar is one observation: its mean and its sum are itself
     if w is None:
         return jnp.mean(x, axis=-1) if reduction == "mean" else jnp.sum(x, axis=-1)
     total = jnp.sum(jnp.where(w == 0, 0, w * x), axis=-1)

@@ -39,6 +39,7 @@ __all__ = [
     "check_levels",
     "check_pit",
     "check_positive_int",
+    "check_num_bins",
     "check_binary_labels",
     "check_both_classes",
     "check_class_labels",
@@ -49,6 +50,8 @@ __all__ = [
     "check_finite_params",
     "is_concrete",
     "host_resident",
+    "reject_masked",
+    "narrows",
     "record",
     "observation_count",
     "observation_mask",
@@ -63,6 +66,32 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def is_concrete(x: Any) -> bool:
     """True when ``x`` holds values (not a tracer under jit/vmap/grad)."""
     return not isinstance(x, jax.core.Tracer)
+
+
+def reject_masked(x: Any, name: str) -> None:
+    """A numpy masked array is refused: converting it would drop its mask silently."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(
+            f"{name} is a numpy masked array; bayescal does not read masks (converting "
+            "it would silently use the masked values too). Pass "
+            f"{name}.compressed() to leave the masked values out (and drop the same "
+            f"observations from the other arguments), or {name}.filled(value)."
+        )
+
+
+def narrows(x: Any) -> bool:
+    """Whether JAX would wrap values of the integer numpy array ``x`` on conversion.
+
+    Without x64, JAX converts int64 (uint64) arrays to int32 (uint32) modulo 2^32:
+    ``2**32 + 1`` becomes 1. Such arrays must be converted on the host instead.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "iu" or x.size == 0:
+        return False
+    target = np.dtype(jax.dtypes.canonicalize_dtype(x.dtype))
+    if target.itemsize >= x.dtype.itemsize:
+        return False
+    info = np.iinfo(target)
+    return bool(x.min() < info.min or x.max() > info.max)
 
 
 # --------------------------------------------------------------------------- recording
@@ -84,15 +113,33 @@ def _all_finite(x: jax.Array) -> jax.Array:
     return jnp.isfinite(jnp.sum(x * jnp.zeros((), x.dtype)))
 
 
+def _tiny(dtype: Any) -> Any:
+    """The smallest positive value a "positive" check accepts: the smallest normal float.
+
+    XLA's CPU backend flushes subnormal floats to zero, so a subnormal scale is 0 on
+    the device: it is rejected on both paths (NumPy on the host, the compiled pass).
+    """
+    return jnp.finfo(dtype).tiny if jnp.issubdtype(dtype, jnp.floating) else 1
+
+
 def _sorted(x: jax.Array, strict: bool) -> jax.Array:
     d = jnp.diff(x, axis=-1)
     return jnp.all(d > 0) if strict else jnp.all(d >= 0)
 
 
+def _two_inside(x: Any, xp: Any) -> Any:
+    """At least two distinct values strictly inside (0, 1) (``xp``: jnp or np)."""
+    inside = (x > 0) & (x < 1)
+    lo = xp.min(xp.where(inside, x, xp.inf)) if x.size else xp.inf
+    hi = xp.max(xp.where(inside, x, -xp.inf)) if x.size else -xp.inf
+    return lo < hi
+
+
 _PREDICATES: dict[str, Callable[..., jax.Array]] = {
+    "two_inside": lambda x: _two_inside(x, jnp),
     "finite": lambda x: _all_finite(x),
     "unit": lambda x: jnp.all((x >= 0) & (x <= 1)),
-    "positive": lambda x: _all_finite(x) & jnp.all(x > 0),
+    "positive": lambda x: _all_finite(x) & jnp.all(x >= _tiny(x.dtype)),
     "nonnegative": lambda x: _all_finite(x) & jnp.all(x >= 0),
     "binary": lambda x: jnp.all((x == 0) | (x == 1)),
     "both_classes": lambda x: jnp.any(x == 1) & jnp.any(x == 0),
@@ -123,9 +170,10 @@ def _flags(checks: Sequence[_Check]) -> jax.Array:
 
 # The same predicates in NumPy, for concrete arrays in host memory (below).
 _HOST_PREDICATES: dict[str, Callable[..., bool]] = {
+    "two_inside": lambda x: bool(_two_inside(x, np)),
     "finite": lambda x: bool(np.isfinite(x).all()),
     "unit": lambda x: bool(((x >= 0) & (x <= 1)).all()),
-    "positive": lambda x: bool(np.isfinite(x).all() and (x > 0).all()),
+    "positive": lambda x: bool(np.isfinite(x).all() and (x >= _tiny(x.dtype)).all()),
     "nonnegative": lambda x: bool(np.isfinite(x).all() and (x >= 0).all()),
     "binary": lambda x: bool(((x == 0) | (x == 1)).all()),
     "both_classes": lambda x: bool((x == 1).any() and (x == 0).any()),
@@ -481,6 +529,8 @@ def _split(args: tuple, kwargs: dict) -> tuple[tuple, tuple, tuple] | None:
         ):
             if isinstance(value, np.ndarray) and value.dtype.kind not in "biuf":
                 return None  # the ordinary path gives the dtype error
+            if narrows(value):
+                return None  # JAX would wrap it: the ordinary path converts on the host
             dyn.append(value)
             layout.append((key, True))
         else:
@@ -504,6 +554,26 @@ def _merge(dyn: tuple, static: tuple, layout: tuple) -> tuple[list, dict]:
         else:
             kwargs[key] = value
     return args, kwargs
+
+
+def _reject_masked_arguments(f: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    """Masked arrays among the arguments raise, named by their parameter.
+
+    Checked before anything converts them (the bucketing pads host arrays with
+    ``np.pad``, which would drop the mask).
+    """
+    for key, value in kwargs.items():
+        reject_masked(value, key)
+    if not any(isinstance(a, np.ma.MaskedArray) for a in args):
+        return
+    import inspect
+
+    params = list(inspect.signature(f).parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
+    for i, value in enumerate(args):
+        name = positional[i] if i < len(positional) else f"{star}[{i - len(positional)}]"
+        reject_masked(value, name)
 
 
 def validated(
@@ -559,6 +629,7 @@ def validated(
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _reject_masked_arguments(f, args, kwargs)
             if fuse and _PENDING.get() is None:
                 padded = _bucketed(args, kwargs, bucket, positions) if bucket else None
                 call_args, call_kwargs = (padded[0], padded[1]) if padded else (args, kwargs)
@@ -612,10 +683,21 @@ def _message(c: _Check) -> str:
                 "must be finite. Drop or impute those observations first."
             )
     if c.kind == "positive":
+        host = np.asarray(x)  # the values as given: the device may flush subnormals to 0
+        tiny = _tiny(x.dtype)
+        low = int(np.sum(host <= 0))
+        tiny_low = int(np.sum((host > 0) & (host < tiny)))
+        below = f"{low} values <= 0" if low else ""
+        if tiny_low:
+            below += (" and " if low else "") + (
+                f"{tiny_low} subnormal values between 0 and it (flushed to 0 on the device)"
+            )
         return (
-            f"{name} must be strictly positive; got {_count(x <= 0)} values <= 0 "
-            f"(min {float(jnp.min(x))!r}). A predictive scale must be > 0: check that you "
-            "passed standard deviations, not log-scales or variances of 0."
+            f"{name} must be strictly positive, at least the smallest normal "
+            f"{np.dtype(x.dtype).name} ({float(tiny):.6g}); got {below} (min "
+            f"{float(host.min())!r}). A predictive scale must be > 0: check that you "
+            "passed standard deviations, not log-scales or variances of 0 (rescale the "
+            "data, or compute in float64 with JAX_ENABLE_X64=1, for tinier scales)."
         )
     if c.kind == "nonnegative":
         return (
@@ -644,6 +726,19 @@ def _message(c: _Check) -> str:
             f"{name} holds only class {only} ({x.size} labels); fitting a calibrator "
             "needs both classes. Use a larger or stratified calibration set."
         )
+    if c.kind == "two_inside":
+        host = np.asarray(x)
+        inside = host[(host > 0) & (host < 1)]
+        values, counts = np.unique(host, return_counts=True)
+        shown = ", ".join(f"{v.item()!r} ({k}x)" for v, k in zip(values[:4], counts[:4], strict=True))
+        return (
+            f"{name} has {np.unique(inside).size} distinct values strictly between 0 and 1 "
+            f"among its {host.size} values ({shown}{', ...' if values.size > 4 else ''}); "
+            f"{what} needs at least 2. On PIT values at one point (e.g. all 1: every "
+            "observation above its predictive) the map would be an arbitrary "
+            "interpolation, not the empirical CDF of the calibration data. Check the "
+            "predictive (location and scale), or use a larger calibration set."
+        )
     if c.kind == "any_positive":
         return f"{name} are all 0; at least one observation needs {what} > 0."
     if c.kind == "sorted":
@@ -665,8 +760,8 @@ def _message(c: _Check) -> str:
     if c.kind == "class_range":
         k = c.params[0]
         return (
-            f"{name} must hold class indices in [0, {k - 1}] (one per column of the "
-            f"probabilities); got values from {int(jnp.min(x))} to {int(jnp.max(x))}."
+            f"{name} must hold class indices in [0, {k - 1}] ({what}); got values from "
+            f"{int(jnp.min(x))} to {int(jnp.max(x))}."
         )
     if c.kind == "row_sums":
         dev = jnp.abs(jnp.sum(x.astype(jnp.float32), axis=-1) - 1)
@@ -699,6 +794,7 @@ def as_float_array(x: Any, name: str) -> jax.Array:
                 f"{name} must be an array of numbers; got {type(x).__name__}. "
                 "Pass a numpy or JAX array."
             )
+        reject_masked(x, name)
         try:
             np_arr = np.asarray(x)
         except Exception as err:
@@ -798,6 +894,24 @@ def check_positive_int(
     return int(value)
 
 
+#: The largest number of bins a metric accepts (the command line's ``--bins`` bound):
+#: every bin holds a few arrays, and a binned estimate over more bins than this has
+#: too few observations per bin to mean anything at any realistic N.
+MAX_BINS = 10_000
+
+
+def check_num_bins(value: Any, name: str = "bins") -> int:
+    """A number of bins: an int in ``[1, MAX_BINS]``."""
+    num = check_positive_int(value, name)
+    if num > MAX_BINS:
+        raise ValueError(
+            f"{name} must be an int in [1, {MAX_BINS}]; got {num}. A binned estimate needs "
+            "several observations per bin: use at most a few hundred bins (15 is "
+            "usual), or pass explicit bin edges."
+        )
+    return num
+
+
 def check_bool(value: Any, name: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be a bool; got {type(value).__name__} {value!r}.")
@@ -895,8 +1009,11 @@ def check_edges(edges: Any, name: str = "bins") -> None:
     record("sorted", name, edges, params=(False,))
 
 
-def check_class_labels(y: Any, name: str, num_classes: int) -> jax.Array:
+def check_class_labels(
+    y: Any, name: str, num_classes: int, what: str = "one per column of the probabilities"
+) -> jax.Array:
     """Integer class labels in ``[0, num_classes)``; returns them as an int32 array."""
+    reject_masked(y, name)
     arr = y if isinstance(y, jax.Array | jax.core.Tracer) else np.asarray(y)
     if arr.dtype == object or not (
         jnp.issubdtype(arr.dtype, jnp.integer)
@@ -927,9 +1044,29 @@ def check_class_labels(y: Any, name: str, num_classes: int) -> jax.Array:
             what=f"must hold integer class labels 0..{num_classes - 1}; got non-integers",
         )
         arr = jnp.where(jnp.isfinite(f), f, -1)
+    elif arr.dtype != bool and np.dtype(arr.dtype).itemsize >= 4 and arr.dtype != np.int32:
+        arr = _wide_labels(arr, name, int(num_classes), what)
     labels = jnp.asarray(arr).astype(jnp.int32)
-    record("class_range", name, labels, params=(int(num_classes),))
+    record("class_range", name, labels, params=(int(num_classes),), what=what)
     return labels
+
+
+def _wide_labels(arr: Any, name: str, num_classes: int, what: str) -> Any:
+    """Integer labels of a dtype that int32 may not hold (int64, uint32, uint64).
+
+    Checked before the narrowing conversion, which would wrap ``2**32 + 1`` to 1: host
+    arrays in NumPy (raising with the values found), JAX arrays by a recorded check on
+    the wide array (NaN under ``jit``). Returns labels safe to convert to int32.
+    """
+    if isinstance(arr, np.ndarray):
+        if arr.size and (arr.min() < 0 or arr.max() >= num_classes):
+            raise ValueError(
+                f"{name} must hold class indices in [0, {num_classes - 1}] ({what}); "
+                f"got values from {int(arr.min())} to {int(arr.max())}."
+            )
+        return arr.astype(np.int32)
+    record("class_range", name, arr, params=(num_classes,), what=what)
+    return jnp.where((arr >= 0) & (arr < num_classes), arr, 0)  # the check above fails
 
 
 def result_dtype(*arrays: Any) -> Any:

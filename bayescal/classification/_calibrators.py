@@ -211,6 +211,7 @@ class PlattCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _platt_map(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
         s = _scores(y_score, "y_score", probabilities=self.input == "prob")
@@ -443,6 +444,7 @@ class HistogramBinningCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _histogram_apply(self.edges, self.values, p)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
         p = _scores(y_prob, "y_prob", probabilities=True)
@@ -527,6 +529,7 @@ class BetaCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
         p = _scores(y_prob, "y_prob", probabilities=True)
@@ -623,6 +626,7 @@ class TemperatureCalibrator:
 
     temperature: jax.Array
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def scale(self, logits: Any) -> jax.Array:
         """The rescaled logits ``logits / T``.
 
@@ -641,6 +645,7 @@ class TemperatureCalibrator:
         _v.check_finite(z, "logits")
         return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
         z = _v.as_float_array(logits, "logits")
@@ -837,6 +842,7 @@ class OneVsRestCalibrator:
 
     calibrators: tuple
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, probs: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
         p = _v.as_float_array(probs, "probs")

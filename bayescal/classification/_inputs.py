@@ -109,7 +109,7 @@ def resolve_bins(bins: Any, strategy: str, p: jax.Array) -> Bins:
         edges = jnp.asarray(freedman_diaconis_edges(np.asarray(p)), dtype=p.dtype)
         return Bins(int(edges.shape[0]) - 1, edges, "edges")
     if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
-        num = _v.check_positive_int(bins, "bins")
+        num = _v.check_num_bins(bins, "bins")
         return Bins(num, None, strategy)
     if isinstance(bins, bool) or bins is None or isinstance(bins, float):
         raise TypeError(

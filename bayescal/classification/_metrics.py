@@ -829,7 +829,9 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
         Number of equal-width bins on [0, 1].
     weighted : bool, default False
         Accept ``weights`` in ``update``; the curve's ``weight`` is then the summed
-        weight per bin (float) instead of the count (int).
+        weight per bin instead of the count. Both are floats (the count is exact up
+        to ``2^24`` per bin in float32, ``2^53`` in float64; the state itself counts
+        exactly far beyond ``2^31``).
 
     Returns
     -------
@@ -861,7 +863,7 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
     >>> s = acc.merge(s, acc.update(acc.init(), [1, 1], [0.6, 0.9]))
     >>> c = acc.finalize(s)
     >>> c.weight.tolist(), round(float(curve_error(c)), 4)
-    ([2, 2], 0.225)
+    ([2.0, 2.0], 0.225)
     """
     from bayescal._src.accumulate import reliability_accumulator as _build
 
@@ -870,7 +872,7 @@ def reliability_accumulator(bins: int = 15, *, weighted: bool = False):
             f"bins must be an int number of uniform bins; got {bins!r}. Quantile or "
             "custom edges depend on all the data and cannot be streamed."
         )
-    num = _v.check_positive_int(bins, "bins")
+    num = _v.check_num_bins(bins, "bins")
     if not isinstance(weighted, bool):
         raise TypeError(f"weighted must be a bool; got {weighted!r}.")
     return _build(num, weighted)

@@ -97,7 +97,7 @@ def _spread_skill_kernel(y, loc, scale, n, mask, num_bins, strategy):
 
 def _check_binning(bins: Any, strategy: Any) -> int:
     _v.check_choice(strategy, "strategy", _STRATEGIES)
-    return _v.check_positive_int(bins, "bins")
+    return _v.check_num_bins(bins, "bins")
 
 
 _GAUSSIAN = {"y_true": -1, "loc": -1, "scale": -1}
@@ -257,7 +257,50 @@ def _group_curve_kernel(u, groups, mask, num_groups, num_levels, kind):
     return CalibrationCurve(expected, observed, weight)
 
 
-def _num_groups(groups, num_groups):
+#: More groups than observations are allowed up to this many (empty groups are NaN).
+_GROUPS_FLOOR = 1024
+
+
+def _infer_num_groups(groups: Any, n: int) -> int:
+    """``max(groups) + 1``, read on the host; bool groups are the two groups 0 and 1.
+
+    Group ids index the output rows, so they must be consecutive from 0: sparse ids
+    (e.g. 2**32, which made the kernel allocate 1.7 TB) raise here, naming ``groups``.
+    """
+    _v.reject_masked(groups, "groups")
+    g_np = np.asarray(groups)
+    if g_np.dtype == bool:
+        return 2
+    if g_np.size == 0 or not np.issubdtype(g_np.dtype, np.number):
+        return 1  # the checks that follow raise with the proper message
+    finite = g_np[np.isfinite(g_np)] if g_np.dtype.kind == "f" else g_np
+    if not finite.size:
+        return 1  # the label check raises, with the values found
+    top = finite.max().item()
+    if top >= max(n, _GROUPS_FLOOR):
+        raise ValueError(
+            f"groups holds ids up to {top} for {n} observations; group ids index the "
+            f"output rows, so they must be consecutive integers from 0 (at most "
+            f"max(N, {_GROUPS_FLOOR}) groups). Relabel them first: "
+            "ids, groups = np.unique(groups, return_inverse=True) (row k is then "
+            "group ids[k])."
+        )
+    return max(int(top) + 1, 1)
+
+
+def _check_num_groups(num_groups: Any, n: int) -> int:
+    num_groups = _v.check_positive_int(num_groups, "num_groups")
+    if num_groups > max(n, _GROUPS_FLOOR):
+        raise ValueError(
+            f"num_groups must be at most max(N, {_GROUPS_FLOOR}) = {max(n, _GROUPS_FLOOR)} "
+            f"for N = {n} observations; got {num_groups} (every group is a row of the "
+            "output, most of them empty). Relabel the groups to consecutive ids from 0 "
+            "with np.unique(groups, return_inverse=True)."
+        )
+    return num_groups
+
+
+def _num_groups(groups: Any, num_groups: Any) -> Any:
     """``num_groups``, read from the largest group id (on the host) when None."""
     if num_groups is None:
         if not _v.is_concrete(groups):
@@ -265,12 +308,8 @@ def _num_groups(groups, num_groups):
                 "num_groups=None reads the number of groups from the largest group id, "
                 "which needs concrete values; under jax.jit or jax.vmap pass num_groups."
             )
-        g_np = np.asarray(groups)
-        if g_np.size == 0 or not np.issubdtype(g_np.dtype, np.number):
-            num_groups = 1  # the checks below raise with the proper message
-        else:
-            finite = g_np[np.isfinite(g_np)] if g_np.dtype.kind == "f" else g_np
-            num_groups = max(int(np.max(finite)) + 1, 1) if finite.size else 1
+        shape = np.shape(groups)
+        num_groups = _infer_num_groups(groups, shape[-1] if shape else 1)
     return num_groups
 
 
@@ -278,8 +317,8 @@ def _group_inputs(pit, groups, num_groups, num_levels, kind):
     _v.check_choice(kind, "kind", _KINDS)
     num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
     u = _v.check_pit(pit)
-    num_groups = _v.check_positive_int(num_groups, "num_groups")
-    g = _v.check_class_labels(groups, "groups", num_groups)
+    num_groups = _check_num_groups(_num_groups(groups, num_groups), u.shape[0])
+    g = _v.check_class_labels(groups, "groups", num_groups, what="one group id per PIT value")
     if g.shape != u.shape:
         raise ValueError(
             f"groups has shape {tuple(g.shape)} but pit has shape {tuple(u.shape)}; "

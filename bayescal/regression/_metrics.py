@@ -322,8 +322,9 @@ def calibration_accumulator(num_levels: int = 100, kind: CurveKind = "quantile")
     NaN are counted as invalid and make ``finalize`` return a NaN curve, as does a
     state without data. Chunks are padded to power-of-two lengths internally (on
     the host for numpy and CPU arrays), so chunks of many sizes compile only a few
-    times. Counts are int32 (int64 under
-    x64): one state holds at most ``2^31 - 1`` observations in float32 mode.
+    times. Counts are kept as exact split pairs ``(high, low)`` of int32 (int64
+    under x64), ``high * 2**20 + low``: a state counts up to ``2^51`` observations
+    exactly in float32 mode, and ``merge`` stays exact.
 
     Examples
     --------

@@ -133,7 +133,15 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     :math:`\hat P(u_t) = \frac1T \#\{s: u_s \le u_t\}` on the levels :math:`u_t`. Those
     pairs are already monotone, so the isotonic fit equals the ECDF itself; bayescal
     stores it exactly and interpolates linearly between knots (ties give equal
-    knots, so no special case is needed).
+    knots, so no special case is needed). The map equals the ECDF at every
+    calibration value; between them, the jump of a run of ``m`` tied values is
+    spread over the gap below it (as scikit-learn's ``IsotonicRegression`` does), so
+    it lies within ``m / T`` of the ECDF.
+
+    At least two distinct PIT values strictly between 0 and 1 are needed: on values
+    at a single point (``np.ones(50)``: every observation above its predictive) the
+    map would be the interpolation's artifact (the identity), not the data's ECDF
+    (0 below 1), so a ``ValueError`` names ``pit`` (NaN under ``jit``).
 
     Parameters
     ----------
@@ -159,6 +167,7 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     [0.2]
     """
     u = _v.check_pit(pit)
+    _v.record("two_inside", "pit", u, what="a recalibration map")
     return _fit_isotonic_kernel(u, _v.observation_mask(u.shape[-1]))
 
 
@@ -181,10 +190,14 @@ class SigmaScalingCalibrator:
     family: str = "normal"
     df: float | None = None
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, scale: ArrayLike) -> jax.Array:
+        """The rescaled scales ``factor * scale``; ``scale`` must be positive, as in a fit."""
         s = _v.as_float_array(scale, "scale")
+        _v.check_positive(s, "scale")
         return newton.apply_bucketed(_sigma_apply, self.factor, s)
 
+    @_v.validated  # checks fold into NaN under jit/vmap
     def pit(self, y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
         """PIT values of the rescaled predictive (same family, scale multiplied).
 
