@@ -166,6 +166,12 @@ CASES = {
         ("cls", "probs3"),
         {"method": "histogram", "bins": 6, "strategy": "quantile"},
     ),
+    # edges: the class-by-class loop (each binary fit bucketed, the classes cut in NumPy)
+    "fit_one_vs_rest_histogram_edges": (
+        C.fit_one_vs_rest,
+        ("cls", "probs3"),
+        {"method": "histogram", "bins": np.linspace(0.0, 1.0, 6)},
+    ),
     "one_vs_rest_isotonic_call": (lambda p: _one_vs_rest("isotonic")(p), ("probs3",), {}),
     "one_vs_rest_histogram_call": (
         lambda p: _one_vs_rest("histogram")(p),

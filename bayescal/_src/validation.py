@@ -1046,7 +1046,12 @@ def check_class_labels(
         arr = jnp.where(jnp.isfinite(f), f, -1)
     elif arr.dtype != bool and np.dtype(arr.dtype).itemsize >= 4 and arr.dtype != np.int32:
         arr = _wide_labels(arr, name, int(num_classes), what)
-    labels = jnp.asarray(arr).astype(jnp.int32)
+    if isinstance(arr, np.ndarray):
+        # converted on the host: jnp.asarray of a NumPy array compiles a program for
+        # every shape (JAX 0.10), device_put none
+        labels = jax.device_put(arr.astype(np.int32, copy=False))
+    else:
+        labels = jnp.asarray(arr).astype(jnp.int32)
     record("class_range", name, labels, params=(int(num_classes),), what=what)
     return labels
 
