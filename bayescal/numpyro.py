@@ -55,7 +55,7 @@ __all__ = [
     "predictive_moments",
     "predictive_probs",
     "RecalibratedDistribution",
-    "LooPit",
+    "LooPit",  # noqa: F822 (provided by the module __getattr__, with the ArviZ adapter)
     "MatmulPrecision",
 ]
 

@@ -9,9 +9,9 @@ per session in ``tests/_fits.py``.
 """
 
 import pathlib
-import warnings
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp

@@ -383,11 +383,17 @@ def _any_tracer(tree: Any) -> bool:
     return any(isinstance(a, jax.core.Tracer) for a in jax.tree_util.tree_leaves(tree))
 
 
-def fast_jit(fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
+def fast_jit(
+    fun: Callable[..., Any],
+    *,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
+    **jit_kwargs: Any,
+) -> Callable[..., Any]:
     """``jax.jit(fun)``, compiled with :mod:`xla_options`' options when called at top level.
 
     Inside a trace (``jit``, ``vmap``) the plain ``jax.jit`` is used: JAX accepts
-    compiler options only on top-level programs.
+    compiler options only on top-level programs. ``compiler_options``: another policy
+    for them (see ``xla_options.with_options``).
     """
     plain = jax.jit(fun, **jit_kwargs)
 
@@ -404,6 +410,7 @@ def fast_jit(fun: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., Any]:
             lambda o: (with_options(tuple(sorted(o.items()))) if o else plain)(
                 *args, **kwargs
             ),
+            compiler_options,
         )
 
     return call
@@ -445,6 +452,7 @@ def bucketed_fit(
     options: dict,
     *,
     fallback: Callable[[], Any] | None = None,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
 ) -> Any:
     """A public fit as ONE compiled program per bucket of ``N`` (checks included).
 
@@ -457,7 +465,8 @@ def bucketed_fit(
     compiled once per bucket and option set: a new ``N`` in a bucket compiles nothing.
     When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
     default ``core`` unpadded through the ordinary validated path, which raises the
-    detailed error, or makes the result NaN under tracing).
+    detailed error, or makes the result NaN under tracing). ``compiler_options``: as in
+    :func:`fast_jit`.
     """
     try:
         host = _host_paddable(arrays)
@@ -469,7 +478,9 @@ def bucketed_fit(
         else:
             args = tuple(arrays) + (None,)
         res = xla_options.with_options(
-            xla_options.largest(args), lambda o: _v.fused_call(core, args, options, compiler_options=o)
+            xla_options.largest(args),
+            lambda o: _v.fused_call(core, args, options, compiler_options=o),
+            compiler_options,
         )
     except Exception:  # e.g. a wrong shape: the ordinary path raises the right error
         res = None

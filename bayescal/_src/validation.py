@@ -609,6 +609,7 @@ def validated(
     bucket: dict[str, int] | None = None,
     per_observation: Any = None,
     nested_bucket: bool = True,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
 ) -> Any:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
@@ -644,6 +645,10 @@ def validated(
     a caller with a padded curve leaves out itself, by weight 0). By default a nested
     call sees the enclosing call's bucket (e.g. ``calibration_error`` inside a test
     of it, on the same padded PIT values).
+    ``compiler_options`` (with ``fuse``): the fused program's XLA options as a function
+    of the number of values of its largest array argument, instead of
+    ``xla_options.compiler_options`` (e.g. that function with other arguments, for a
+    program measured with another trade-off).
     """
 
     def wrap(f: _F) -> _F:
@@ -672,6 +677,7 @@ def validated(
                         out, ok = xla_options.with_options(
                             xla_options.largest(parts[0]),
                             lambda o: _run_fused(o, f, *parts, *extra),
+                            compiler_options,
                         )
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
@@ -1083,7 +1089,12 @@ def check_class_labels(
         arr = jnp.where(jnp.isfinite(f), f, -1)
     elif arr.dtype != bool and np.dtype(arr.dtype).itemsize >= 4 and arr.dtype != np.int32:
         arr = _wide_labels(arr, name, int(num_classes), what)
-    labels = jnp.asarray(arr).astype(jnp.int32)
+    if isinstance(arr, np.ndarray):
+        # converted on the host: jnp.asarray of a NumPy array compiles a program for
+        # every shape (JAX 0.10), device_put none
+        labels = jax.device_put(arr.astype(np.int32, copy=False))
+    else:
+        labels = jnp.asarray(arr).astype(jnp.int32)
     record("class_range", name, labels, params=(int(num_classes),), what=what)
     return labels
 

@@ -31,7 +31,9 @@ from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
+    multiclass_compiler_options,
     multiclass_inputs,
+    quick_compiler_options,
     resolve_bins,
 )
 from bayescal.classification._metrics import _curve
@@ -120,6 +122,11 @@ def _isotonic_apply(thresholds, values, s):
 @jax.jit
 def _histogram_apply(edges, values, p):
     return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
+
+
+@newton.fast_jit
+def _histogram_apply_bucketed(params, p):
+    return _histogram_apply(*params, p)
 
 
 def _beta_map(a, b, c, p, *, eps: float | None):
@@ -337,14 +344,19 @@ class IsotonicCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _isotonic_apply(self.thresholds, self.values, s)
 
+    def _bucketed(self) -> IsotonicCalibrator:
+        """The same map with host-resident knots padded to their bucket (the last knot
+        repeated): calibrators fitted on sizes in one bucket share their programs."""
+        knots = (self.thresholds, self.values)
+        if not all(_v.host_resident(k) and k.ndim == 1 for k in knots):
+            return self
+        size = bucket_size(self.thresholds.shape[0])
+        return IsotonicCalibrator(*(pad_axis(k, size) for k in knots))
+
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
-        knots = (self.thresholds, self.values)
-        if all(_v.host_resident(k) and k.ndim == 1 for k in knots):
-            # the last knot repeated: the same map, one program for many sizes
-            size = bucket_size(self.thresholds.shape[0])
-            knots = tuple(pad_axis(k, size) for k in knots)
-        return _apply_isotonic(*knots, y_score)
+        cal = self._bucketed()
+        return _apply_isotonic(cal.thresholds, cal.values, y_score)
 
 
 @_v.validated(fuse=True, bucket={"y_score": -1}, per_observation=-1)
@@ -436,10 +448,15 @@ class HistogramBinningCalibrator:
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
         p = _scores(y_prob, "y_prob", probabilities=True)
-        return _histogram_apply(self.edges, self.values, p)
+        knots = (self.edges, self.values)
+        return newton.apply_bucketed(_histogram_apply_bucketed, knots, p)
 
 
-@_v.validated(fuse=True)
+@_v.validated(
+    fuse=True,
+    bucket={"y_true": 0, "y_prob": 0},
+    compiler_options=quick_compiler_options,
+)
 def fit_histogram_binning(
     y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
 ) -> HistogramBinningCalibrator:
@@ -482,7 +499,8 @@ def fit_histogram_binning(
     [0.5, 1.0]
     """
     y, p = binary_inputs(y_true, y_prob)
-    curve, edges = _curve(y, p, None, resolve_bins(bins, strategy, p))
+    bins = resolve_bins(bins, strategy, p)
+    curve, edges = _curve(y, p, None, bins, _v.observation_mask(p.shape[0]))
     return HistogramBinningCalibrator(edges, curve.observed)
 
 
@@ -836,7 +854,11 @@ class OneVsRestCalibrator:
         _v.check_in_unit_interval(p, "probs", "class probabilities")
         if all(hasattr(cal, "_map") for cal in self.calibrators):
             # the fitted kinds: one program per bucket of N, checks on the host
-            return newton.apply_bucketed(_ovr_apply, self.calibrators, p)
+            cals = tuple(
+                c._bucketed() if isinstance(c, IsotonicCalibrator) else c
+                for c in self.calibrators
+            )
+            return newton.apply_bucketed(_ovr_apply, cals, p)
         cols = [cal(p[:, k]) for k, cal in enumerate(self.calibrators)]
         return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
 
@@ -847,10 +869,23 @@ def _renormalise(q: jax.Array) -> jax.Array:
     return jnp.where(total > 0, q / jnp.where(total > 0, total, 1), uniform)
 
 
-@newton.fast_jit
+@functools.partial(
+    newton.fast_jit,
+    compiler_options=functools.partial(multiclass_compiler_options, large=True),
+)
 def _ovr_apply(calibrators: tuple, p: jax.Array) -> jax.Array:
-    cols = [cal._map(p[:, k]) for k, cal in enumerate(calibrators)]
-    return _renormalise(jnp.stack(cols, axis=1).astype(p.dtype))
+    first = jax.tree_util.tree_structure(calibrators[0])
+    shapes = [[np.shape(a) for a in jax.tree_util.tree_leaves(c)] for c in calibrators]
+    if all(
+        jax.tree_util.tree_structure(c) == first and s == shapes[0]
+        for c, s in zip(calibrators, shapes, strict=True)
+    ):
+        # calibrators of one kind and shape: one vmapped map (compiled once, not C times)
+        stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *calibrators)
+        q = jax.vmap(lambda cal, col: cal._map(col), in_axes=(0, 1), out_axes=1)(stacked, p)
+    else:
+        q = jnp.stack([cal._map(p[:, k]) for k, cal in enumerate(calibrators)], axis=1)
+    return _renormalise(q.astype(p.dtype))
 
 
 def fit_one_vs_rest(
@@ -912,6 +947,16 @@ def fit_one_vs_rest(
                 if not ok:
                     _warn_not_converged(f"fit_{method}")
         return out
+    batched = _nonparametric_ovr_options(method, options)
+    if batched is not None:  # one program for all classes, per bucket of N
+        out = newton.bucketed_fit(
+            _fit_ovr_nonparametric,
+            (y_true, probs),
+            dict(method=method, options=batched),
+            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, options),
+            compiler_options=multiclass_compiler_options,
+        )
+        return _unpadded_knots(out, np.shape(probs)[0])
     return _fit_ovr_loop(fit, y_true, probs, options)
 
 
@@ -931,6 +976,76 @@ def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
     if method == "beta" and set(options) <= {"eps"}:
         return (("eps", check_eps(options.get("eps"))),)
     return None
+
+
+def _nonparametric_ovr_options(method: Any, options: dict) -> tuple | None:
+    """Isotonic's or histogram binning's options as a sorted tuple, for the fit of all
+    classes in one program; None where the loop decides (another method, an option
+    they do not take, or bins that are not an int: ``"fd"`` or edges)."""
+    if method == "isotonic" and not options:
+        return ()
+    if method == "histogram" and set(options) <= {"bins", "strategy"}:
+        bins = options.get("bins", 10)
+        strategy = options.get("strategy", "uniform")
+        if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
+            return (("bins", int(bins)), ("strategy", strategy))
+    return None
+
+
+def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
+    """All classes' isotonic or histogram fits at once (vmapped over the classes).
+
+    Records a check that fails exactly where the loop raises (the caller then runs it
+    for its message). With ``n`` (a padded bucket) the isotonic knots have the
+    bucket's length; the caller cuts them to ``N``.
+    """
+    y, p = multiclass_inputs(y_true, probs)
+    num, num_classes = p.shape
+    weights = newton.mask_weights(n, num, p.dtype)
+    labels = (y[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
+    counts = jnp.sum(labels if weights is None else labels * weights, axis=1)
+    _v.record(
+        "less_equal",
+        "y_true",
+        jnp.any(counts == 0),
+        False,
+        what="must hold every class",
+    )
+    if method == "isotonic":
+        # the padding (copies of the last row) gets weight 0 in every class
+        w = None if weights is None else jnp.broadcast_to(weights, labels.shape)
+        fit = isotonic_fit(p.T, labels, w)  # vmapped over the classes
+        cals = tuple(
+            IsotonicCalibrator(fit.thresholds[k], fit.values[k].astype(p.dtype))
+            for k in range(num_classes)
+        )
+    else:
+        opts = dict(options)
+        bins = resolve_bins(opts["bins"], opts["strategy"], p[:, 0])
+        mask = None if n is None else jnp.arange(num) < n
+        curves, edges = jax.vmap(lambda yk, pk: _curve(yk, pk, None, bins, mask))(
+            labels, p.T
+        )
+        cals = tuple(
+            HistogramBinningCalibrator(edges[k], curves.observed[k])
+            for k in range(num_classes)
+        )
+    return OneVsRestCalibrator(cals)
+
+
+def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
+    """Isotonic knots of a padded fit cut to the ``N`` of an unpadded one (host)."""
+
+
+    def cut(k: jax.Array) -> jax.Array:
+        return jax.device_put(np.asarray(k)[:n]) if _v.host_resident(k) else k[:n]
+
+    cals = []
+    for c in out.calibrators:
+        if isinstance(c, IsotonicCalibrator) and c.thresholds.shape[-1] > n:
+            c = IsotonicCalibrator(cut(c.thresholds), cut(c.values))
+        cals.append(c)
+    return OneVsRestCalibrator(tuple(cals))
 
 
 def _fit_ovr_parametric(y_true, probs, n, *, method, options):
@@ -990,7 +1105,12 @@ def _fit_ovr_loop(fit, y_true, probs, options):
     """One binary fit per class (any method), with the per-class error messages."""
     y, p = _ovr_inputs(y_true, probs)
     num_classes = p.shape[1]
-    counts = jnp.sum(y[:, None] == jnp.arange(num_classes), axis=0)
+    xp = jnp
+    if _v.host_resident(y) and _v.host_resident(p):
+        # the classes' labels and columns cut on the host: no program for each N (the
+        # binary fits pad them to their buckets)
+        xp, y, p = np, np.asarray(y), np.asarray(p)
+    counts = xp.sum(y[:, None] == xp.arange(num_classes), axis=0)
     # One host sync of C counts (never the data): a class without examples gets a
     # calibrator fitted to all-0 labels, i.e. one that maps every score to 0.
     host_counts = np.asarray(counts) if _v.is_concrete(counts) else None

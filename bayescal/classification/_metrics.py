@@ -23,6 +23,7 @@ from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
     observation_weights,
+    quick_compiler_options,
     resolve_bins,
 )
 from bayescal.core import curve_error
@@ -598,16 +599,31 @@ class MurphyDecomposition(NamedTuple):
 
 
 @jax.jit
-def _corp_kernel(y: jax.Array, p: jax.Array) -> BrierDecomposition:
-    recalibrated = isotonic_fit(p, y).fitted
-    ybar = jnp.mean(y)
-    score = jnp.mean((p - y) ** 2)
-    score_recal = jnp.mean((recalibrated - y) ** 2)
-    unc = jnp.mean((ybar - y) ** 2)
-    return BrierDecomposition(score - score_recal, unc - score_recal, unc)
+def _corp_kernel(
+    y: jax.Array, p: jax.Array, w: jax.Array | None = None
+) -> BrierDecomposition:
+    """``w``: 1 for the real observations of a padded bucket, 0 for the padding."""
+    # The padding repeats the last observation: pooled with its tie, weight 0 changes
+    # no fitted value.
+    recalibrated = isotonic_fit(p, y, w).fitted
+    if w is None:
+        mean = jnp.mean
+    else:
+        total = jnp.sum(w)
+
+        def mean(x: jax.Array) -> jax.Array:
+            return jnp.sum(w * x) / total
+
+    ybar = mean(y)
+    r = recalibrated
+    # S(x) - S(r) and S(ybar) - S(r) as means of per-observation differences,
+    # (x - y)^2 - (r - y)^2 = (x - r)(x + r - 2y): no cancellation of two means
+    mcb = mean((p - r) * (p + r - 2 * y))
+    dsc = mean((ybar - r) * (ybar + r - 2 * y))
+    return BrierDecomposition(mcb, dsc, mean((ybar - y) ** 2))
 
 
-@_v.validated
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
     r"""Exact CORP decomposition of the Brier score into MCB, DSC and UNC.
 
@@ -654,7 +670,7 @@ def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
     [0.075, 0.125, 0.25]
     """
     y, p = binary_inputs(y_true, y_prob)
-    return _corp_kernel(y, p)
+    return _corp_kernel(y, p, _v.mask_weights(None, p.shape, p.dtype))
 
 
 @functools.partial(jax.jit, static_argnames=("num_bins", "strategy"))

@@ -10,13 +10,20 @@ from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
 from bayescal._src.options import BinStrategy, KeyLike, Norm
-from bayescal.classification._inputs import multiclass_inputs, resolve_bins
+from bayescal.classification._inputs import (
+    multiclass_compiler_options,
+    multiclass_inputs,
+    resolve_bins,
+)
 from bayescal.classification._metrics import _ece, _ece_options
 
 __all__ = ["top_label_calibration_error", "marginal_calibration_error"]
 
+# The arguments with an observation axis (padded to a bucket in eager calls).
+_BUCKET = {"y_true": 0, "probs": 0}
 
-@_v.validated(fuse=True)
+
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def top_label_calibration_error(
     y_true: ArrayLike,
     probs: ArrayLike,
@@ -72,12 +79,12 @@ def top_label_calibration_error(
     options, key = _ece_options(norm, debias, num_samples, method, key)
     confidence = jnp.max(p, axis=1)
     correct = (jnp.argmax(p, axis=1) == y).astype(p.dtype)
-    return _ece(
-        correct, confidence, None, resolve_bins(bins, strategy, confidence), key, options
-    )
+    bins = resolve_bins(bins, strategy, confidence)
+    mask = _v.observation_mask(p.shape[0])
+    return _ece(correct, confidence, None, bins, key, options, mask)
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def marginal_calibration_error(
     y_true: ArrayLike,
     probs: ArrayLike,
@@ -140,6 +147,7 @@ def marginal_calibration_error(
     if not isinstance(per_class, bool):
         raise TypeError(f"per_class must be a bool; got {per_class!r}.")
     onehot = (y[:, None] == jnp.arange(p.shape[1])[None, :]).astype(p.dtype)
+    mask = _v.observation_mask(p.shape[0])
     if isinstance(bins, str):  # "fd": edges (and their number) differ per class
         per = jnp.stack(
             [
@@ -150,15 +158,16 @@ def marginal_calibration_error(
                     resolve_bins(bins, strategy, p[:, k]),
                     key,
                     options,
+                    mask,
                 )
                 for k in range(p.shape[1])
             ]
         )
     else:  # one binning for all classes: a single vmapped kernel
         b = resolve_bins(bins, strategy, p[:, 0])
-        per = jax.vmap(lambda yk, pk: _ece(yk, pk, None, b, key, options), in_axes=(1, 1))(
-            onehot, p
-        )
+        per = jax.vmap(
+            lambda yk, pk: _ece(yk, pk, None, b, key, options, mask), in_axes=(1, 1)
+        )(onehot, p)
     if per_class:
         return per
     if norm == "l1":
