@@ -267,54 +267,68 @@ def test_calibrator_on_two_dimensional_and_broadcast_inputs():
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
-BAD = [
-    (fn, args, kwargs)
-    for fn, args, kwargs, *_ in CLASSIFICATION_CASES
-    if fn in (expected_calibration_error, brier_score, log_loss)
-] + [
-    (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [-1.0, 2.0]}),
-    (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [0.0, 0.0]}),
-    (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0, np.inf]}),
-    (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0]}),
-    (brier_score, ([0, 1], [0.2, 0.6]), {"reduction": "avg"}),
-    (brier_score, ([0, 1],), {"logits": [0.0, np.inf]}),
-    (log_loss, ([0, 1], [0.2, 0.6]), {"eps": 0.7}),
-    (log_loss, ([0, 1],), {"logits": [0.0, 1.0], "eps": 1e-3}),
-    (log_loss, ([0, 0.5], [0.2, 0.6]), {}),
-    (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"debias": True, "weights": [1, 1]}),
-    (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": True}),
-    (
-        expected_calibration_error,
-        ([0, 1], [0.2, 0.6]),
-        {"bins": "fd", "strategy": "quantile"},
-    ),
-    (
-        expected_calibration_error,
-        ([0, 1], [0.2, 0.6]),
-        {"bins": [0, 1], "strategy": "quantile"},
-    ),
-    (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": [0.0, np.nan, 1.0]}),
-    (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"method": "exact"}),
-    (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 1.0}),
-    (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": "0.1"}),
-    (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 0.01}),
-    (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC, -np.ones(30)), {}),
-    (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC[:-1]), {}),
-    (reg.fit_conformal, (np.r_[np.nan, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
-    (reg.fit_conformal, (np.r_[np.inf, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
-    (reg.fit_conformal, ([], []), {}),
-    (reg.fit_conformal, ("abc", CONFORMAL_LOC), {}),
-    (reg.fit_conformalized_quantile, (CONFORMAL_Y, CONFORMAL_LOC, CONFORMAL_LOC[:-1]), {}),
-    (
-        reg.fit_conformalized_quantile,
-        (CONFORMAL_Y, CONFORMAL_LOC, np.r_[np.nan, CONFORMAL_LOC[1:]]),
-        {},
-    ),
-    (CAL_SCALED, (CONFORMAL_LOC,), {}),
-    (CAL, (CONFORMAL_LOC, np.ones(30)), {}),
-    (CAL_SCALED, (CONFORMAL_LOC, np.zeros(30)), {}),
-    (CAL_SCALED, (CONFORMAL_LOC, np.ones(7)), {}),
-]
+BAD = (
+    [
+        (fn, args, kwargs)
+        for fn, args, kwargs, *_ in CLASSIFICATION_CASES
+        if fn in (expected_calibration_error, brier_score, log_loss)
+    ]
+    + [
+        (brier_score, ([0, np.inf], [0.2, 0.6]), {}),  # inf * inf == inf: not a label
+        (log_loss, ([np.inf, 1], [0.2, 0.6]), {}),
+        (expected_calibration_error, ([np.inf], [0.5]), {}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [-1.0, 2.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [0.0, 0.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0, np.inf]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"reduction": "avg"}),
+        (brier_score, ([0, 1],), {"logits": [0.0, np.inf]}),
+        (log_loss, ([0, 1], [0.2, 0.6]), {"eps": 0.7}),
+        (log_loss, ([0, 1],), {"logits": [0.0, 1.0], "eps": 1e-3}),
+        (log_loss, ([0, 0.5], [0.2, 0.6]), {}),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"debias": True, "weights": [1, 1]},
+        ),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": True}),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"bins": "fd", "strategy": "quantile"},
+        ),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"bins": [0, 1], "strategy": "quantile"},
+        ),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": [0.0, np.nan, 1.0]}),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"method": "exact"}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 1.0}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": "0.1"}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 0.01}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC, -np.ones(30)), {}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC[:-1]), {}),
+        (reg.fit_conformal, (np.r_[np.nan, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
+        (reg.fit_conformal, (np.r_[np.inf, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
+        (reg.fit_conformal, ([], []), {}),
+        (reg.fit_conformal, ("abc", CONFORMAL_LOC), {}),
+        (
+            reg.fit_conformalized_quantile,
+            (CONFORMAL_Y, CONFORMAL_LOC, CONFORMAL_LOC[:-1]),
+            {},
+        ),
+        (
+            reg.fit_conformalized_quantile,
+            (CONFORMAL_Y, CONFORMAL_LOC, np.r_[np.nan, CONFORMAL_LOC[1:]]),
+            {},
+        ),
+        (CAL_SCALED, (CONFORMAL_LOC,), {}),
+        (CAL, (CONFORMAL_LOC, np.ones(30)), {}),
+        (CAL_SCALED, (CONFORMAL_LOC, np.zeros(30)), {}),
+        (CAL_SCALED, (CONFORMAL_LOC, np.ones(7)), {}),
+    ]
+)
 
 
 @pytest.mark.parametrize("fn, args, kwargs", BAD)

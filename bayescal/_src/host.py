@@ -214,8 +214,8 @@ def _binary(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """Valid labels, predictions and weights, in the predictions' dtype, or None."""
     p, y = _vector(x), _vector(y_true)
-    if p is None or y is None or y.shape != p.shape or not (y * y == y).all():
-        return None  # y * y == y holds for the labels 0 and 1 only (NaN fails)
+    if p is None or y is None or y.shape != p.shape or not ((y == 0) | (y == 1)).all():
+        return None
     if not (_normal(p, 0, 1) if probabilities else _normal(p)):
         return None
     w = None
