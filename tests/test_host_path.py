@@ -233,7 +233,8 @@ def test_fit_conformal_equals_kernel(data, alpha, normalized):
         cal = want[0]  # a kernel path calibrator, applied on both paths
         got, want, answered = both(lambda: cal(mu, s))
         assert answered == [True]
-        assert_same(got, want, exact=True)
+        # mu -/+ q exactly; mu -/+ q s to float tolerance (a fused kernel may use an FMA)
+        assert_same(got, want, exact=not normalized)
 
 
 @given(regression_data(), ALPHAS)
@@ -260,7 +261,7 @@ def test_calibrator_on_two_dimensional_and_broadcast_inputs():
     for loc, scale in [(mu.reshape(5, 10), np.full((1, 10), 2.0, DT)), (mu, np.abs(s) + 1)]:
         got, want, answered = both(lambda loc=loc, scale=scale: cal(loc, scale))
         assert answered == [True]
-        assert_same(got, want, exact=True)
+        assert_same(got, want)
 
 
 # --------------------------------------------------------------------------- bad input

@@ -26,9 +26,10 @@ import contextlib
 import contextvars
 import functools
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.validation import host_resident
@@ -36,7 +37,7 @@ from bayescal._src.validation import host_resident
 __all__ = ["HOST_MAX", "active", "disabled", "first"]
 
 #: Inputs of at most this many values go the host path (benchmarks/bench_small.py).
-HOST_MAX = 1 << 14
+HOST_MAX = 1 << 15
 #: At most this many bins on the host (a larger count may be refused by the kernel path).
 _MAX_BINS = 1000
 _REDUCTIONS = ("mean", "sum", "none")
@@ -111,10 +112,13 @@ def _floats(x: Any) -> np.ndarray | None:
         if not host_resident(x) or x.size > HOST_MAX:
             return None
         a = np.asarray(x)
-        if a.dtype.kind in "biu":
-            return a.astype(_default_float())
-        if a.dtype.itemsize < 4:  # float16, bfloat16
+        if a.dtype == np.float32 or a.dtype == np.float64:
+            return a
+        if jnp.issubdtype(a.dtype, jnp.floating):  # float16, bfloat16: in float32
             return a.astype(np.float32)
+        if jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == np.bool_:
+            return a.astype(_default_float())
+        return None
     elif type(x) is np.ndarray or isinstance(x, list | tuple):
         a = np.asarray(x)
         if a.size > HOST_MAX or a.dtype.kind not in "biuf":
@@ -134,10 +138,29 @@ def _vector(x: Any) -> np.ndarray | None:
     return a if a is not None and a.ndim == 1 and a.size else None
 
 
+class _Limits(NamedTuple):
+    """Of a float dtype: XLA on the CPU reads and writes subnormal floats as 0."""
+
+    tiny: float  # the smallest normal float
+    big: float  # the largest finite float
+    # 2^(p + 2) tiny (p mantissa bits): every float from there up is a multiple of
+    # tiny, so a sum or difference with it is 0 or normal (never flushed), and a
+    # subnormal addend (0 for XLA) is lost in its rounding: NumPy and XLA agree.
+    safe: float
+
+
+@functools.cache
+def _limits(dtype: np.dtype) -> _Limits:
+    info = np.finfo(dtype)
+    return _Limits(
+        float(info.tiny), float(info.max), float(info.tiny) * 2.0 ** (info.nmant + 2)
+    )
+
+
 def _normal(a: np.ndarray, low: float = -np.inf, high: float = np.inf) -> bool:
     """All values finite, in ``[low, high]``, and 0 or normal (XLA flushes subnormal
     floats to 0; NumPy keeps them). NaN fails."""
-    info = np.finfo(a.dtype)
+    lim = _limits(a.dtype)
     if low >= 0:
         m = a
         small, big = a.min(), a.max()
@@ -146,20 +169,9 @@ def _normal(a: np.ndarray, low: float = -np.inf, high: float = np.inf) -> bool:
     else:
         m = np.abs(a)
         small, big = m.min(), m.max()
-    if not big <= info.max:
+    if not big <= lim.big:
         return False
-    return bool(small >= info.tiny or ((m >= info.tiny) | (m == 0)).all())
-
-
-def _safe(dtype: Any) -> float:
-    """``2^(p + 2)`` times the smallest normal float (``p`` mantissa bits).
-
-    From there up every float is a multiple of that smallest normal, so a sum or
-    difference with it is 0 or normal, and a subnormal addend (0 for XLA) is lost in
-    its rounding: NumPy and XLA agree.
-    """
-    info = np.finfo(dtype)
-    return float(info.tiny) * 2.0 ** (info.nmant + 2)
+    return bool(small >= lim.tiny or ((m >= lim.tiny) | (m == 0)).all())
 
 
 _PUT: list[Callable[[np.ndarray], jax.Array]] = []  # the transfer, chosen on first use
@@ -403,7 +415,7 @@ def _rank(n: int, alpha: Any) -> int:
 def _kth(scores: np.ndarray, k: int) -> np.ndarray | None:
     """The ``k``-th smallest score (0-d), or None if subnormal (the kernel has 0)."""
     q = np.partition(scores, k - 1)[k - 1]
-    return None if 0 < abs(q) < np.finfo(q.dtype).tiny else np.asarray(q)
+    return None if 0 < abs(q) < _limits(q.dtype).tiny else np.asarray(q)
 
 
 def fit_conformal(y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1) -> Any:
@@ -415,16 +427,17 @@ def fit_conformal(y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1)
         return None
     k = _rank(y.size, alpha)
     scores = np.abs(y - mu)  # NumPy promotes float32 and float64 as JAX does
-    if not scores.max() <= np.finfo(scores.dtype).max:  # NaN or inf in an input
+    lim = _limits(scores.dtype)
+    if not scores.max() <= lim.big:  # NaN or inf in an input
         return None
-    # With one dtype and every score at least 2 _safe, no difference is subnormal
-    # and a subnormal input (0 for XLA) changes none. Else every value is checked.
-    plain = y.dtype == mu.dtype and scores.min() >= 2 * _safe(scores.dtype)
+    # With one dtype and every score at least 2 safe, no difference is subnormal and
+    # a subnormal input (0 for XLA) changes none. Else every value is checked.
+    plain = y.dtype == mu.dtype and scores.min() >= 2 * lim.safe
     if not (plain or (_normal(y) and _normal(mu) and _normal(scores))):
         return None
     if scale is not None:
         s = _vector(scale)
-        if s is None or s.shape != y.shape or not _normal(s, np.finfo(s.dtype).tiny):
+        if s is None or s.shape != y.shape or not _normal(s, _limits(s.dtype).tiny):
             return None
         scores = scores / s
     q = _kth(scores, k)  # the k-th commutes with XLA's flush of subnormal scores
@@ -453,26 +466,27 @@ def fit_conformalized_quantile(
 
 
 def _quantile(calibrator: Any) -> np.ndarray | None:
-    """A fitted calibrator's quantile as a 0-d array: 0, or at least :func:`_safe`."""
+    """A fitted calibrator's quantile as a 0-d array: 0, or at least ``safe``."""
     q = calibrator.quantile
     if not (isinstance(q, jax.Array) and q.ndim == 0 and host_resident(q)):
         return None
     q = np.asarray(q)
     v = abs(q.item())
-    return q if v == 0 or _safe(q.dtype) <= v <= np.finfo(q.dtype).max else None
+    lim = _limits(q.dtype)
+    return q if v == 0 or lim.safe <= v <= lim.big else None
 
 
 def _addable(x: np.ndarray, half: np.ndarray, zero: bool) -> bool:
     """Whether ``x -/+ half`` in NumPy is what XLA computes, for finite ``x``.
 
-    ``half`` holds 0 (``zero``) or only values of at least :func:`_safe`: then a
+    ``half`` holds 0 (``zero``) or only values of at least ``safe``: then a
     subnormal ``x`` (0 for XLA) is lost in the rounding and no result is subnormal.
     Where the result is ``x`` itself (``zero``), or ``x`` is converted to another
     dtype first, ``x`` must have no subnormal value.
     """
     if zero or x.dtype != np.result_type(x.dtype, half.dtype):
         return _normal(x.reshape(-1))
-    return bool(np.abs(x).max() <= np.finfo(x.dtype).max)
+    return bool(np.abs(x).max() <= _limits(x.dtype).big)
 
 
 def conformal_interval(calibrator: Any, loc: Any, scale: Any = None) -> Any:
@@ -483,14 +497,14 @@ def conformal_interval(calibrator: Any, loc: Any, scale: Any = None) -> Any:
         return None
     if calibrator.normalized:
         s = _floats(scale) if scale is not None else None
-        if s is None or s.size == 0 or not _normal(s.reshape(-1), np.finfo(s.dtype).tiny):
+        if s is None or s.size == 0 or not _normal(s.reshape(-1), _limits(s.dtype).tiny):
             return None
         if np.broadcast_shapes(s.shape, mu.shape) != mu.shape:
             return None
         half = q * s
         m = np.abs(half)
         zero = not m.any()
-        if not (zero or m.min() >= _safe(half.dtype)):
+        if not (zero or m.min() >= _limits(half.dtype).safe):
             return None
     elif scale is not None:
         return None
