@@ -150,15 +150,24 @@ def main(quick: bool = False) -> list[dict]:
             for (peer_name, _), t_peer in zip(peers, t_peers, strict=True):
                 rows.append(row(name, t_ours, t_peer, peer_name))
             rows.append(row(name, t_ours, t_kernel, "bayescal kernel path (host off)"))
-            print(
-                f"{name}: {t_ours * 1e6:.1f} us (kernel path {t_kernel * 1e6:.1f} us)",
-                flush=True,
-            )
+    print_us(rows)
     return rows
+
+
+def print_us(rows: list[dict]) -> None:
+    """The rows in microseconds (the shared table's milliseconds round these away)."""
+    print(
+        f"| {'benchmark':<34} | {'bayescal (us)':>13} | {'peer':<32} | {'peer (us)':>9} | ratio |"
+    )
+    print(f"|{'-' * 36}|{'-' * 15}|{'-' * 34}|{'-' * 11}|-------|")
+    for r in rows:
+        print(
+            f"| {r['benchmark']:<34} | {r['bayescal_ms'] * 1e3:>13.1f} | {r['peer']:<32} | "
+            f"{r['peer_ms'] * 1e3:>9.1f} | {r['speedup']:>4.2f}x |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
-    from _common import print_table
-
-    print_table(main(quick="--quick" in sys.argv))
+    main(quick="--quick" in sys.argv)

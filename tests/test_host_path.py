@@ -78,7 +78,7 @@ def assert_same(got, want, *, exact=False):
     for a, b in zip(leaves, ref_leaves, strict=True):
         assert isinstance(a, jax.Array)
         assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
-        assert a.devices() == b.devices() and a.committed == b.committed
+        assert a.devices() == b.devices() and a._committed == b._committed
         if exact:
             np.testing.assert_array_equal(a, b)
         else:
@@ -440,11 +440,11 @@ def test_device_put_matches_jnp_asarray():
     for x in (np.float32(0.5), np.arange(5, dtype=DT), np.zeros((2, 3), np.float32)):
         a, b = host._device(np.asarray(x)), jnp.asarray(np.asarray(x))
         assert type(a) is type(b)
-        assert (a.dtype, a.shape, a.weak_type, a.committed) == (
+        assert (a.dtype, a.shape, a.weak_type, a._committed) == (
             b.dtype,
             b.shape,
             b.weak_type,
-            b.committed,
+            b._committed,
         )
         assert a.devices() == b.devices()
         np.testing.assert_array_equal(a, b)

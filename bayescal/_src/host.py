@@ -36,7 +36,11 @@ from bayescal._src.validation import host_resident
 
 __all__ = ["HOST_MAX", "active", "disabled", "first"]
 
-#: Inputs of at most this many values go the host path (benchmarks/bench_small.py).
+#: Inputs of at most this many values go the host path. Measured on the 2-core CPU
+#: machines (benchmarks/bench_small.py and the n = 2^12 ... 2^17 sweep of its
+#: functions): up to 2^15 the eager kernel runs quick-compiled code
+#: (``xla_options.QUICK_COMPILE_MAX_SIZE``) and the host path is 3-6x faster; at 2^16
+#: the optimized kernel is as fast or faster for the ECE and the log-loss.
 HOST_MAX = 1 << 15
 #: At most this many bins on the host (a larger count may be refused by the kernel path).
 _MAX_BINS = 1000
@@ -62,7 +66,7 @@ def active() -> bool:
     """Whether the host path may run: enabled, and JAX computes on the CPU by default."""
     return (
         _ENABLED.get()
-        and jax.config.jax_default_device is None
+        and getattr(jax.config, "jax_default_device", None) is None
         and jax.default_backend() == "cpu"
     )
 
@@ -102,34 +106,37 @@ def _default_float() -> type:
     return np.float64 if jax.config.jax_enable_x64 else np.float32
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def _floats(x: Any) -> np.ndarray | None:
     """``x`` in the float dtype that ``validation.as_float_array`` gives it, or None.
 
     Only numpy arrays (no subclass: a masked array is refused by the kernel path),
     lists, tuples and JAX arrays in host memory, of at most :data:`HOST_MAX` values.
     """
-    if isinstance(x, jax.Array):
-        if not host_resident(x) or x.size > HOST_MAX:
-            return None
+    if type(x) is np.ndarray or isinstance(x, list | tuple):
         a = np.asarray(x)
-        if a.dtype == np.float32 or a.dtype == np.float64:
+        dt = a.dtype
+        if a.size > HOST_MAX:
+            return None
+        if dt == _F64:
+            return a if jax.config.jax_enable_x64 else a.astype(_F32)
+        if dt == _F32:
             return a
-        if jnp.issubdtype(a.dtype, jnp.floating):  # float16, bfloat16: in float32
-            return a.astype(np.float32)
-        if jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == np.bool_:
-            return a.astype(_default_float())
-        return None
-    elif type(x) is np.ndarray or isinstance(x, list | tuple):
-        a = np.asarray(x)
-        if a.size > HOST_MAX or a.dtype.kind not in "biuf":
+        if dt.kind not in "biuf":
             return None
-        if a.dtype != np.float32 and a.dtype != np.float64:
-            return a.astype(np.float32 if a.dtype.itemsize <= 2 else _default_float())
-    else:
+        return a.astype(_F32 if dt.itemsize <= 2 else _default_float())
+    if not isinstance(x, jax.Array) or not host_resident(x) or x.size > HOST_MAX:
         return None
-    if a.dtype == np.float64 and not jax.config.jax_enable_x64:
-        return a.astype(np.float32)
-    return a if a.dtype == np.float32 or a.dtype == np.float64 else None
+    a = np.asarray(x)
+    if a.dtype == _F32 or a.dtype == _F64:
+        return a
+    if jnp.issubdtype(a.dtype, jnp.floating):  # float16, bfloat16: in float32
+        return a.astype(_F32)
+    if jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == np.bool_:
+        return a.astype(_default_float())
+    return None
 
 
 def _vector(x: Any) -> np.ndarray | None:
@@ -206,7 +213,7 @@ def _device(x: np.ndarray) -> jax.Array:
             same = (
                 type(got) is type(like)
                 and got.devices() == like.devices()
-                and got.committed == like.committed
+                and got._committed == like._committed
                 and got.weak_type == like.weak_type
                 and np.array_equal(np.asarray(got), probe)
             )
@@ -484,7 +491,7 @@ def _addable(x: np.ndarray, half: np.ndarray, zero: bool) -> bool:
     Where the result is ``x`` itself (``zero``), or ``x`` is converted to another
     dtype first, ``x`` must have no subnormal value.
     """
-    if zero or x.dtype != np.result_type(x.dtype, half.dtype):
+    if zero or x.dtype.itemsize < half.dtype.itemsize:  # float32 x, float64 half
         return _normal(x.reshape(-1))
     return bool(np.abs(x).max() <= _limits(x.dtype).big)
 
