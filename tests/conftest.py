@@ -86,3 +86,16 @@ def float_tol(dtype=None):
 
 # Scripts run in subprocesses (with their own XLA flags), not test modules.
 collect_ignore = ["_sharded_check.py", "_multihost_worker.py"]
+
+
+@pytest.fixture
+def kernel_path():
+    """Small eager calls run their compiled kernels, not the NumPy host path.
+
+    For tests of the kernel path itself (bucketing, compilations):
+    ``pytestmark = pytest.mark.usefixtures("kernel_path")``.
+    """
+    from bayescal._src import host
+
+    with host.disabled():
+        yield

@@ -22,6 +22,9 @@ from bayescal._src import validation as _v
 from bayescal._src.bucketing import MIN_BUCKET, bucket_size
 from tests.conftest import X64, compilations_during, float_tol
 
+# The bucketed kernel path itself: small eager calls would otherwise take the host path.
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 
 def _inputs(n, seed=0):
     rng = np.random.default_rng(seed + n)

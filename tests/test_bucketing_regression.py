@@ -32,6 +32,9 @@ from tests.conftest import compilations_during
 from tests.test_bucketing import _assert_same
 from tests.test_bucketing import _inputs as _base_inputs
 
+# The bucketed kernel path itself: small eager calls would otherwise take the host path.
+pytestmark = pytest.mark.usefixtures("kernel_path")
+
 S = 40  # posterior draws of the NumPyro models
 _POSTERIOR = {
     "w": np.random.default_rng(11).normal(size=(S, 2)),

@@ -7,16 +7,19 @@ a documented fill value) so that output shapes depend only on the number of bins
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.binning import bin_sums
-from bayescal._src.sorting import sort_last_axis
+from bayescal._src.sorting import several_devices, sort_last_axis
 
 __all__ = [
     "uniform_edges",
     "quantile_edges",
+    "sorted_quantile_edges",
     "freedman_diaconis_edges",
     "bin_midpoints",
     "binned_means",
@@ -54,9 +57,11 @@ def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -
     values. The first edge is ``min(x)``, the last ``max(x)``. Tied data can repeat
     an edge; with the convention ``[e_k, e_{k+1})`` of :func:`bin_index` a repeated
     edge gives an empty bin and the tied values all land in the last bin that starts
-    at their value, so no observation is lost or counted twice. The sort goes
-    through :func:`sort_last_axis` (host sort on CPU). ``mask [N]`` (optional): only
-    the masked-in values count (a padded bucket).
+    at their value, so no observation is lost or counted twice. On one CPU device
+    the sort and the interpolation run on the host (:func:`sorted_quantile_edges`,
+    through a callback), so the host path of :mod:`bayescal._src.host` gives the same
+    bits; elsewhere XLA's sort. ``mask [N]`` (optional): only the masked-in values
+    count (a padded bucket).
 
     Examples
     --------
@@ -66,23 +71,65 @@ def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -
     [0.0, 0.0, 0.0, 0.5, 1.0]
     """
     if mask is None:
-        n = x.shape[-1]
-        xs = sort_last_axis(x)
+        n = jnp.asarray(x.shape[-1], jnp.int32)
     else:  # the padding as NaN sorts last: the first n sorted values are the data
         n = jnp.sum(mask, dtype=jnp.int32)
-        xs = sort_last_axis(jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype)))
-    q = jnp.arange(num_bins + 1, dtype=x.dtype) / jnp.asarray(num_bins, x.dtype)
-    # Same arithmetic as numpy's "linear" method: virtual index q (n - 1).
-    pos = q * jnp.asarray(n - 1, x.dtype)
-    lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, n - 1)
-    hi = jnp.clip(lo + 1, 0, n - 1)
-    frac = pos - lo.astype(x.dtype)
-    a = jnp.take(xs, lo, axis=-1)
-    b = jnp.take(xs, hi, axis=-1)
-    # numpy's _lerp: a + (b - a) * t, switched to b - (b - a) * (1 - t) for t >= 0.5.
+        x = jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype))
+
+    def device(v: jax.Array, m: jax.Array) -> jax.Array:
+        return sorted_quantile_edges(sort_last_axis(v), m, num_bins, xp=jnp)
+
+    if several_devices():
+        return device(x, n)
+    return jax.lax.platform_dependent(
+        x, n, cpu=lambda v, m: _host_quantile_edges(v, m, num_bins), default=device
+    )
+
+
+def _host_quantile_edges(x: jax.Array, n: jax.Array, num_bins: int) -> jax.Array:
+    def run(v: np.ndarray, m: np.ndarray) -> np.ndarray:
+        v = np.asarray(v)
+        m = np.broadcast_to(np.asarray(m), v.shape[:-1])
+        out = np.empty(v.shape[:-1] + (num_bins + 1,), v.dtype)
+        for i in np.ndindex(*v.shape[:-1]):
+            out[i] = sorted_quantile_edges(np.sort(v[i]), int(m[i]), num_bins)
+        return out
+
+    shape = jax.ShapeDtypeStruct(x.shape[:-1] + (num_bins + 1,), x.dtype)
+    return jax.pure_callback(run, shape, x, n, vmap_method="expand_dims")
+
+
+@functools.lru_cache(maxsize=64)
+def _quantile_levels(num_bins: int, dtype: np.dtype) -> np.ndarray:
+    """``k / num_bins`` correctly rounded in ``dtype`` (read-only)."""
+    q = (np.arange(num_bins + 1) / num_bins).astype(dtype)
+    q.flags.writeable = False
+    return q
+
+
+def sorted_quantile_edges(xs, n, num_bins: int, xp=np):
+    """The edges of :func:`quantile_edges` from the sorted ``xs [..., N]`` (``n`` count).
+
+    The same float operations in NumPy (``xp=np``, one row) or JAX (``xp=jnp``), in
+    ``xs``'s dtype: ``q = k / K`` correctly rounded (a constant: XLA would multiply
+    by a rounded ``1 / K``), the virtual index ``q (n - 1)``, and numpy's ``_lerp``:
+    ``a + (b - a) t``, switched to ``b - (b - a)(1 - t)`` for ``t >= 0.5``. The
+    result is made nondecreasing (interpolation rounding must never make edges
+    decrease).
+    """
+    dtype = xs.dtype
+    q = _quantile_levels(num_bins, np.dtype(dtype))
+    q = q if xp is np else jnp.asarray(q)
+    pos = q * xp.asarray(n - 1, dtype)
+    lo = xp.minimum(xp.maximum(xp.floor(pos).astype(np.int32), 0), n - 1)
+    hi = xp.minimum(lo + 1, n - 1)
+    frac = pos - lo.astype(dtype)
+    a = xp.take(xs, lo, axis=-1)
+    b = xp.take(xs, hi, axis=-1)
     diff = b - a
-    edges = jnp.where(frac >= 0.5, b - diff * (1 - frac), a + diff * frac)
-    # Interpolation rounding must never make edges decrease.
+    edges = xp.where(frac >= 0.5, b - diff * (1 - frac), a + diff * frac)
+    if xp is np:
+        return np.maximum.accumulate(edges, axis=-1)
     return jax.lax.cummax(edges, axis=edges.ndim - 1)
 
 

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax.scipy.special import xlog1py, xlogy
 from jax.typing import ArrayLike
 
+from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
 from bayescal._src.binning import bin_index
@@ -286,6 +287,7 @@ def reliability_curve(
     return (curve, edges) if return_edges else curve
 
 
+@_host.first(_host.expected_calibration_error)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def expected_calibration_error(
     y_true: ArrayLike,
@@ -434,6 +436,7 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
+@_host.first(_host.brier_score)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def brier_score(
     y_true: ArrayLike,
@@ -487,6 +490,7 @@ def brier_score(
     return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
+@_host.first(_host.log_loss)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def log_loss(
     y_true: ArrayLike,

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
@@ -129,6 +130,7 @@ class ConformalCalibrator:
     alpha: float = 0.1
     normalized: bool = False
 
+    @_host.first(_host.conformal_interval)
     def __call__(
         self, loc: ArrayLike, scale: ArrayLike | None = None
     ) -> tuple[jax.Array, jax.Array]:
@@ -162,6 +164,7 @@ class ConformalizedQuantileCalibrator:
     quantile: jax.Array
     alpha: float = 0.1
 
+    @_host.first(_host.cqr_interval)
     def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
         """The conformalized interval for new predicted lower / upper quantiles."""
         return _cqr_interval(self.quantile, lower, upper)
@@ -198,6 +201,7 @@ def _one_d(x: Any, name: str) -> jax.Array:
     return a
 
 
+@_host.first(_host.fit_conformal)
 def fit_conformal(
     y_true: ArrayLike,
     loc: ArrayLike,
@@ -282,6 +286,7 @@ def _fit_conformal(y_true, loc, scale, k, *, alpha):
     return ConformalCalibrator(_kth_smallest(scores, k, mask), alpha, scale is not None)
 
 
+@_host.first(_host.fit_conformalized_quantile)
 def fit_conformalized_quantile(
     y_true: ArrayLike,
     lower: ArrayLike,

@@ -1,0 +1,552 @@
+"""Small inputs on the host: NumPy twins of a few public calls.
+
+An eager call with small inputs spends its time on fixed costs, not on the data: the
+jit dispatch, the transfer of the inputs and the host sync of the check flags, some
+100s of microseconds on a CPU where NumPy needs a few for 1e3 values. So when JAX's
+default backend is the CPU and the inputs are concrete and host-resident (numpy
+arrays, lists, JAX arrays on the CPU) with at most :data:`HOST_MAX` values, the
+public functions decorated with :func:`first` compute their result here, in NumPy,
+and return it as a JAX array of the dtype and shape the kernel gives.
+
+Each twin handles only the inputs it is sure about and returns None for anything
+else (an option it does not implement, a value that fails a check, anything
+unusual); the kernel path then runs as before and gives the result or the documented
+error. No message is written twice, and bad input behaves exactly as without this
+module.
+
+Equal to the kernels (tests/test_host_path.py): bins, counts and order statistics
+exactly; the sums (accumulated in float64 here) and logarithms to float tolerance.
+XLA on the CPU flushes subnormal floats to zero where NumPy keeps them: inputs or
+results where that would matter go back to the kernel path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayescal._src.validation import host_resident
+
+__all__ = ["HOST_MAX", "active", "disabled", "first"]
+
+#: Inputs of at most this many values go the host path. Measured on the 2-core CPU
+#: machines (benchmarks/bench_small.py and the n = 2^12 ... 2^17 sweep of its
+#: functions): up to 2^15 the eager kernel runs quick-compiled code
+#: (``xla_options.QUICK_COMPILE_MAX_SIZE``) and the host path is 3-6x faster; at 2^16
+#: the optimized kernel is as fast or faster for the ECE and the log-loss.
+HOST_MAX = 1 << 15
+#: At most this many bins on the host (a larger count may be refused by the kernel path).
+_MAX_BINS = 1000
+_REDUCTIONS = ("mean", "sum", "none")
+_NORMS = ("l1", "l2", "max")
+
+_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bayescal_host_path", default=True
+)
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Within this block every call takes the kernel path (tests, benchmarks)."""
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+def active() -> bool:
+    """Whether the host path may run: enabled, and JAX computes on the CPU by default."""
+    return (
+        _ENABLED.get()
+        and getattr(jax.config, "jax_default_device", None) is None
+        and jax.default_backend() == "cpu"
+    )
+
+
+def first(twin: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator of a public function: try its NumPy ``twin`` first.
+
+    ``twin`` takes the same arguments and returns the result, or None to leave the
+    call to the decorated function (so does any exception it raises).
+    """
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if active():
+                out = _attempt(twin, args, kwargs)
+                if out is not None:
+                    return out
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    return wrap
+
+
+def _attempt(twin: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``twin(*args, **kwargs)``, or None where it raises (the tests spy on this)."""
+    try:
+        with np.errstate(all="ignore"):
+            return twin(*args, **kwargs)
+    except Exception:  # any doubt: the kernel path decides
+        return None
+
+
+# --------------------------------------------------------------------------- arrays
+def _default_float() -> type:
+    return np.float64 if jax.config.jax_enable_x64 else np.float32
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _floats(x: Any) -> np.ndarray | None:
+    """``x`` in the float dtype that ``validation.as_float_array`` gives it, or None.
+
+    Only numpy arrays (no subclass: a masked array is refused by the kernel path),
+    lists, tuples and JAX arrays in host memory, of at most :data:`HOST_MAX` values.
+    """
+    if type(x) is np.ndarray or isinstance(x, list | tuple):
+        a = np.asarray(x)
+        dt = a.dtype
+        if a.size > HOST_MAX:
+            return None
+        if dt == _F64:
+            return a if jax.config.jax_enable_x64 else a.astype(_F32)
+        if dt == _F32:
+            return a
+        if dt.kind not in "biuf":
+            return None
+        return a.astype(_F32 if dt.itemsize <= 2 else _default_float())
+    if not isinstance(x, jax.Array) or not host_resident(x) or x.size > HOST_MAX:
+        return None
+    a = np.asarray(x)
+    if a.dtype == _F32 or a.dtype == _F64:
+        return a
+    if jnp.issubdtype(a.dtype, jnp.floating):  # float16, bfloat16: in float32
+        return a.astype(_F32)
+    if jnp.issubdtype(a.dtype, jnp.integer) or a.dtype == np.bool_:
+        return a.astype(_default_float())
+    return None
+
+
+def _vector(x: Any) -> np.ndarray | None:
+    """A 1-D, non-empty float array (see :func:`_floats`), or None."""
+    a = _floats(x)
+    return a if a is not None and a.ndim == 1 and a.size else None
+
+
+class _Limits(NamedTuple):
+    """Of a float dtype: XLA on the CPU reads and writes subnormal floats as 0."""
+
+    tiny: float  # the smallest normal float
+    big: float  # the largest finite float
+    # 2^(p + 2) tiny (p mantissa bits): every float from there up is a multiple of
+    # tiny, so a sum or difference with it is 0 or normal (never flushed), and a
+    # subnormal addend (0 for XLA) is lost in its rounding: NumPy and XLA agree.
+    safe: float
+
+
+@functools.cache
+def _limits(dtype: np.dtype) -> _Limits:
+    info = np.finfo(dtype)
+    return _Limits(
+        float(info.tiny), float(info.max), float(info.tiny) * 2.0 ** (info.nmant + 2)
+    )
+
+
+def _normal(a: np.ndarray, low: float = -np.inf, high: float = np.inf) -> bool:
+    """All values finite, in ``[low, high]``, and 0 or normal (XLA flushes subnormal
+    floats to 0; NumPy keeps them). NaN fails."""
+    lim = _limits(a.dtype)
+    if low >= 0:
+        m = a
+        small, big = a.min(), a.max()
+        if not (low <= small and big <= high):
+            return False
+    else:
+        m = np.abs(a)
+        small, big = m.min(), m.max()
+    if not big <= lim.big:
+        return False
+    return bool(small >= lim.tiny or ((m >= lim.tiny) | (m == 0)).all())
+
+
+_PUT: list[Callable[[np.ndarray], jax.Array]] = []  # the transfer, chosen on first use
+_AVALS: dict[tuple[Any, ...], Any] = {}
+
+
+def _device(x: np.ndarray) -> jax.Array:
+    """``x`` as a JAX array on the default device, as ``jnp.asarray`` gives it.
+
+    ``jnp.asarray`` spends ~30 us in Python before its transfer, JAX's
+    ``batched_device_put``, which this calls directly (~3 us). If that fails on the
+    first use (another JAX), ``jax.device_put`` from then on.
+    """
+    if not _PUT:
+        try:
+            from jax._src import core
+            from jax._src.lib import xla_client
+
+            device = jax.local_devices()[0]
+            sharding = jax.sharding.SingleDeviceSharding(device)
+
+            def put(v: np.ndarray) -> jax.Array:
+                key = (v.shape, v.dtype)
+                aval = _AVALS.get(key)
+                if aval is None:
+                    aval = _AVALS[key] = core.ShapedArray(v.shape, v.dtype)
+                return xla_client.batched_device_put(aval, sharding, [v], [device], False)
+
+            probe = np.arange(3, dtype=np.float32)
+            got = put(probe)
+            like = jax.device_put(probe)
+            same = (
+                type(got) is type(like)
+                and got.devices() == like.devices()
+                and got._committed == like._committed
+                and got.weak_type == like.weak_type
+                and np.array_equal(np.asarray(got), probe)
+            )
+            _PUT.append(put if same else jax.device_put)
+        except Exception:
+            _PUT.append(jax.device_put)
+    return _PUT[0](x)
+
+
+def _result(value: Any, dtype: Any) -> jax.Array:
+    return _device(np.asarray(value, dtype))
+
+
+# --------------------------------------------------------------------------- classification
+def _binary(
+    y_true: Any, x: Any, weights: Any, probabilities: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """Valid labels, predictions and weights, in the predictions' dtype, or None."""
+    p, y = _vector(x), _vector(y_true)
+    if p is None or y is None or y.shape != p.shape or not ((y == 0) | (y == 1)).all():
+        return None
+    if not (_normal(p, 0, 1) if probabilities else _normal(p)):
+        return None
+    w = None
+    if weights is not None:
+        w = _floats(weights)
+        if w is None or w.shape != p.shape:
+            return None
+        w = w.astype(p.dtype)  # the kernels' weights
+        if not (_normal(w, 0) and w.max() > 0):
+            return None
+    return y.astype(p.dtype), p, w
+
+
+def _reduce(scores: np.ndarray, w: np.ndarray | None, reduction: str, dtype: Any) -> Any:
+    """``reduce.reduce_scores``: a weight of 0 removes its term (even an infinite one)."""
+    if reduction == "none":
+        return _device(scores.astype(dtype))
+    if w is None:
+        total = np.add.reduce(scores, dtype=np.float64)
+    else:
+        total = np.add.reduce(np.where(w == 0, 0, w * scores), dtype=np.float64)
+    if reduction == "mean":
+        total = total / (scores.size if w is None else np.add.reduce(w, dtype=np.float64))
+    return _result(total, dtype)
+
+
+def brier_score(
+    y_true: Any,
+    y_prob: Any = None,
+    *,
+    logits: Any = None,
+    weights: Any = None,
+    reduction: str = "mean",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.brier_score` on the host."""
+    if (y_prob is None) == (logits is None) or reduction not in _REDUCTIONS:
+        return None
+    is_logit = logits is not None
+    data = _binary(y_true, logits if is_logit else y_prob, weights, not is_logit)
+    if data is None:
+        return None
+    y, p, w = data
+    dtype = p.dtype
+    if is_logit:
+        p = 0.5 + 0.5 * np.tanh(0.5 * p.astype(np.float64))  # the sigmoid
+    return _reduce((p - y) ** 2, w, reduction, dtype)
+
+
+def log_loss(
+    y_true: Any,
+    y_prob: Any = None,
+    *,
+    logits: Any = None,
+    eps: Any = None,
+    weights: Any = None,
+    reduction: str = "mean",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.log_loss` on the host."""
+    if (y_prob is None) == (logits is None) or reduction not in _REDUCTIONS:
+        return None
+    is_logit = logits is not None
+    if eps is not None and (is_logit or type(eps) is not float or not 0 < eps < 0.5):
+        return None
+    data = _binary(y_true, logits if is_logit else y_prob, weights, not is_logit)
+    if data is None:
+        return None
+    y, x, w = data
+    dtype = x.dtype
+    if is_logit:  # y softplus(-z) + (1 - y) softplus(z)
+        loss = np.logaddexp(0.0, np.where(y == 1, -1.0, 1.0) * x)
+    else:
+        if eps is not None:  # reduce.clip_unit, in the input's dtype
+            one = dtype.type(1)
+            hi = min(dtype.type(1 - eps), np.nextafter(one, dtype.type(0)))
+            x = np.clip(x, max(dtype.type(eps), np.finfo(dtype).tiny), hi)
+        p = x.astype(np.float64)
+        loss = -np.where(y == 1, np.log(p), np.log1p(-p))
+    return _reduce(loss, w, reduction, dtype)
+
+
+def _edges(bins: Any, strategy: Any, p: np.ndarray) -> np.ndarray | None:
+    """``_inputs.resolve_bins`` and the kernel's edges, in ``p``'s dtype, or None."""
+    if isinstance(bins, int | np.integer) and not isinstance(bins, bool | np.bool_):
+        if not 1 <= bins <= _MAX_BINS:
+            return None
+        if strategy == "quantile":
+            return _quantile_edges(p, int(bins))
+        if strategy != "uniform":
+            return None
+        return _uniform_edges(int(bins), p.dtype)
+    if strategy != "uniform":
+        return None
+    if isinstance(bins, str):
+        if bins != "fd":
+            return None
+        from bayescal._src.binned import freedman_diaconis_edges
+
+        edges = freedman_diaconis_edges(p).astype(p.dtype)
+    else:
+        edges = _floats(bins)
+        if edges is None or edges.ndim != 1:
+            return None
+        edges = edges.astype(p.dtype)
+    if not (2 <= edges.size <= _MAX_BINS + 1 and _normal(edges)):
+        return None
+    return edges if (edges[1:] >= edges[:-1]).all() else None
+
+
+@functools.lru_cache(maxsize=64)
+def _uniform_edges(k: int, dtype: np.dtype, last: float = 1.0) -> np.ndarray:
+    """``binned.uniform_edges``: ``i / k`` correctly rounded in the dtype (read-only);
+    ``last`` replaces the last one."""
+    edges = (np.arange(k + 1, dtype=np.float64) / k).astype(dtype)
+    edges[-1] = last
+    edges.flags.writeable = False
+    return edges
+
+
+def _quantile_edges(p: np.ndarray, k: int) -> np.ndarray | None:
+    """``binned.quantile_edges``: its CPU callback runs this same NumPy function."""
+    from bayescal._src.binned import sorted_quantile_edges
+    from bayescal._src.sorting import several_devices
+
+    if several_devices():  # the kernel interpolates in XLA there
+        return None
+    edges = sorted_quantile_edges(np.sort(p), p.size, k)
+    return edges if _normal(edges) else None  # a subnormal edge would compare as 0
+
+
+def _bin_index(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``binning.bin_index``: bin ``k`` is ``[e_k, e_{k+1})``, the last one closed."""
+    k = edges.size - 1
+    if edges is not _uniform_edges(k, edges.dtype):
+        # the number of inner edges at or below p (values outside: the end bins)
+        return np.searchsorted(edges[1:-1], p, side="right")
+    # Uniform edges: floor(p k), then one comparison each way with the rounded edges
+    # (p k is off by less than one bin); 2-8x faster than the search from n = 1e4.
+    idx = (p.astype(np.float64) * k).astype(np.intp)
+    np.minimum(idx, k - 1, out=idx)  # p = 1: the last bin
+    idx -= p < edges[idx]
+    idx += p >= _uniform_edges(k, edges.dtype, np.inf)[idx + 1]  # the last bin is closed
+    return idx
+
+
+def expected_calibration_error(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 15,
+    strategy: Any = "uniform",
+    norm: Any = "l1",
+    debias: Any = False,
+    weights: Any = None,
+    key: Any = None,
+    num_samples: Any = 1000,
+    method: Any = "bernoulli",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.expected_calibration_error` (plug-in) on the host."""
+    if (
+        debias is not False
+        or key is not None
+        or norm not in _NORMS
+        or method not in ("bernoulli", "normal")
+        or type(num_samples) is not int
+        or num_samples < 1
+    ):
+        return None
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    edges = _edges(bins, strategy, p)
+    if edges is None:
+        return None
+    num = edges.size - 1
+    idx = _bin_index(p, edges)
+    # |ybar_k - pbar_k| n_k = |sum over bin k of (y - p)|, weighted: of w (y - p)
+    resid = y.astype(np.float64) - p
+    if w is None:
+        weight = np.bincount(idx, minlength=num).astype(np.float64)
+    else:
+        weight = np.bincount(idx, w, num)
+        resid *= w
+    full = weight > 0
+    weight = weight[full]
+    gap = np.abs(np.bincount(idx, resid, num)[full]) / weight
+    if norm == "max":
+        return _result(gap.max(), p.dtype)
+    share = weight / weight.sum()
+    if norm == "l1":
+        return _result(np.dot(share, gap), p.dtype)
+    return _result(np.sqrt(np.dot(share, gap * gap)), p.dtype)
+
+
+# --------------------------------------------------------------------------- conformal
+@functools.lru_cache(maxsize=256)
+def _rank(n: int, alpha: Any) -> int:
+    from bayescal.regression._conformal import conformal_rank
+
+    return conformal_rank(n, alpha)  # raises for a bad alpha or too small an n
+
+
+def _kth(scores: np.ndarray, k: int) -> np.ndarray | None:
+    """The ``k``-th smallest score (0-d), or None if subnormal (the kernel has 0)."""
+    q = np.partition(scores, k - 1)[k - 1]
+    return None if 0 < abs(q) < _limits(q.dtype).tiny else np.asarray(q)
+
+
+def fit_conformal(y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1) -> Any:
+    """:func:`bayescal.regression.fit_conformal` on the host."""
+    from bayescal.regression._conformal import ConformalCalibrator
+
+    y, mu = _vector(y_true), _vector(loc)
+    if y is None or mu is None or y.shape != mu.shape:
+        return None
+    k = _rank(y.size, alpha)
+    scores = np.abs(y - mu)  # NumPy promotes float32 and float64 as JAX does
+    lim = _limits(scores.dtype)
+    if not scores.max() <= lim.big:  # NaN or inf in an input
+        return None
+    # With one dtype and every score at least 2 safe, no difference is subnormal and
+    # a subnormal input (0 for XLA) changes none. Else every value is checked.
+    plain = y.dtype == mu.dtype and scores.min() >= 2 * lim.safe
+    if not (plain or (_normal(y) and _normal(mu) and _normal(scores))):
+        return None
+    if scale is not None:
+        s = _vector(scale)
+        if s is None or s.shape != y.shape or not _normal(s, _limits(s.dtype).tiny):
+            return None
+        scores = scores / s
+    q = _kth(scores, k)  # the k-th commutes with XLA's flush of subnormal scores
+    if q is None:
+        return None
+    return ConformalCalibrator(_device(q), float(alpha), scale is not None)
+
+
+def fit_conformalized_quantile(
+    y_true: Any, lower: Any, upper: Any, *, alpha: Any = 0.1
+) -> Any:
+    """:func:`bayescal.regression.fit_conformalized_quantile` on the host."""
+    from bayescal.regression._conformal import ConformalizedQuantileCalibrator
+
+    y, lo, hi = _vector(y_true), _vector(lower), _vector(upper)
+    if y is None or lo is None or hi is None or not y.shape == lo.shape == hi.shape:
+        return None
+    if not (_normal(y) and _normal(lo) and _normal(hi)):
+        return None
+    # max(lo - y, y - hi): XLA flushes subnormal results to 0, a nondecreasing map
+    # that the k-th smallest commutes with; only the k-th must not be subnormal.
+    q = _kth(np.maximum(lo - y, y - hi), _rank(y.size, alpha))
+    if q is None:
+        return None
+    return ConformalizedQuantileCalibrator(_device(q), float(alpha))
+
+
+def _quantile(calibrator: Any) -> np.ndarray | None:
+    """A fitted calibrator's quantile as a 0-d array: 0, or at least ``safe``."""
+    q = calibrator.quantile
+    if not (isinstance(q, jax.Array) and q.ndim == 0 and host_resident(q)):
+        return None
+    q = np.asarray(q)
+    v = abs(q.item())
+    lim = _limits(q.dtype)
+    return q if v == 0 or lim.safe <= v <= lim.big else None
+
+
+def _addable(x: np.ndarray, half: np.ndarray, zero: bool) -> bool:
+    """Whether ``x -/+ half`` in NumPy is what XLA computes, for finite ``x``.
+
+    ``half`` holds 0 (``zero``) or only values of at least ``safe``: then a
+    subnormal ``x`` (0 for XLA) is lost in the rounding and no result is subnormal.
+    Where the result is ``x`` itself (``zero``), or ``x`` is converted to another
+    dtype first, ``x`` must have no subnormal value.
+    """
+    if zero or x.dtype.itemsize < half.dtype.itemsize:  # float32 x, float64 half
+        return _normal(x.reshape(-1))
+    return bool(np.abs(x).max() <= _limits(x.dtype).big)
+
+
+def conformal_interval(calibrator: Any, loc: Any, scale: Any = None) -> Any:
+    """``ConformalCalibrator.__call__`` on the host."""
+    q = _quantile(calibrator)
+    mu = _floats(loc)
+    if q is None or mu is None or mu.size == 0:
+        return None
+    if calibrator.normalized:
+        s = _floats(scale) if scale is not None else None
+        if s is None or s.size == 0 or not _normal(s.reshape(-1), _limits(s.dtype).tiny):
+            return None
+        if np.broadcast_shapes(s.shape, mu.shape) != mu.shape:
+            return None
+        half = q * s
+        m = np.abs(half)
+        zero = not m.any()
+        if not (zero or m.min() >= _limits(half.dtype).safe):
+            return None
+    elif scale is not None:
+        return None
+    else:
+        half, zero = q, q.item() == 0
+    if not _addable(mu, half, zero):
+        return None
+    return _device(mu - half), _device(mu + half)  # in the kernel's result dtype
+
+
+def cqr_interval(calibrator: Any, lower: Any, upper: Any) -> Any:
+    """``ConformalizedQuantileCalibrator.__call__`` on the host."""
+    q = _quantile(calibrator)
+    lo, hi = _floats(lower), _floats(upper)
+    if q is None or lo is None or hi is None or lo.shape != hi.shape or lo.size == 0:
+        return None
+    zero = q.item() == 0
+    if not (_addable(lo, q, zero) and _addable(hi, q, zero)):
+        return None
+    return _device(lo - q), _device(hi + q)

@@ -1,0 +1,173 @@
+"""Small inputs: warm eager calls at n = 1e3 and 1e4 against the NumPy peers.
+
+The issue "First result fast", item 5: at n <= 1e4 a call's fixed costs (jit dispatch,
+the transfer of the inputs, the sync of the check flags) dominate, and the NumPy
+packages are fast there. bayescal answers concrete CPU inputs of at most
+``bayescal._src.host.HOST_MAX`` values on the host, in NumPy (``bayescal._src.host``);
+the rows below time that path against
+
+- ``probcal.metrics`` (0.4) and scikit-learn for the Brier score and the log-loss,
+- ``probcal.metrics.ece(strategy="width")`` for the ECE (15 equal-width bins on
+  [0, 1], count-weighted mean gap: the same quantity),
+- crepes' ``ConformalRegressor().fit(y - mu).predict_int(mu, confidence=0.9)`` for
+  split conformal (``fit_conformal(y, mu, alpha=0.1)`` then the calibrator on ``mu``:
+  both take the ``ceil((n + 1) 0.9)``-th smallest absolute residual),
+
+and against bayescal's own kernel path (``host.disabled()``: the one compiled program
+of checks and kernel, as before). Inputs are numpy float64 arrays, as a user's; every
+result is checked to agree with the peer's before timing. One call is a few
+microseconds, so each sample is the mean of a loop of calls and the time is the median
+of the samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from _common import block, row
+
+NUM_BINS = 15
+
+
+def per_call(
+    *fns: Callable[[], Any], budget: float = 0.2, samples: int = 21
+) -> list[float]:
+    """Seconds per call of each of ``fns``: the median over ``samples`` of a loop's mean.
+
+    The samples of the functions alternate, so that a shared machine's load changes
+    hit them alike.
+    """
+    numbers = []
+    for fn in fns:
+        block(fn())
+        t0 = time.perf_counter()
+        block(fn())
+        once = max(time.perf_counter() - t0, 1e-7)
+        numbers.append(max(1, int(budget / samples / once)))
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(samples):
+        for fn, number, acc in zip(fns, numbers, times, strict=True):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                out = fn()
+            block(out)
+            acc.append((time.perf_counter() - t0) / number)
+    return [statistics.median(t) for t in times]
+
+
+def _agree(ours: Any, ref: Any, name: str) -> None:
+    np.testing.assert_allclose(
+        np.asarray(ours, np.float64), ref, rtol=1e-5, atol=1e-6, err_msg=name
+    )
+
+
+def main(quick: bool = False) -> list[dict]:
+    import probcal.metrics as pm
+    from crepes import ConformalRegressor
+    from sklearn.metrics import brier_score_loss
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    from bayescal._src import host
+    from bayescal.classification import brier_score, expected_calibration_error, log_loss
+    from bayescal.regression import fit_conformal
+
+    budget = 0.05 if quick else 0.2
+    rows = []
+    for n in (1_000, 10_000):
+        tag = f"1e{len(str(n)) - 1}"
+        rng = np.random.default_rng(n)
+        p = rng.uniform(0.01, 0.99, size=n)
+        y = (rng.uniform(size=n) < p**1.3).astype(np.float64)
+        mu = rng.normal(size=n)
+        yy = mu + rng.normal(size=n)
+
+        def conformal(mu=mu, yy=yy):
+            return fit_conformal(yy, mu, alpha=0.1)(mu)
+
+        def crepes(mu=mu, yy=yy):
+            return ConformalRegressor().fit(yy - mu).predict_int(mu, confidence=0.9)
+
+        def ece(y=y, p=p):
+            return expected_calibration_error(y, p, bins=NUM_BINS)
+
+        cases = [
+            (
+                f"ECE {NUM_BINS} bins n={tag}",
+                ece,
+                [
+                    (
+                        "probcal ece(strategy='width')",
+                        lambda y=y, p=p: pm.ece(y, p, n_bins=NUM_BINS, strategy="width"),
+                    )
+                ],
+            ),
+            (
+                f"Brier score n={tag}",
+                lambda y=y, p=p: brier_score(y, p),
+                [
+                    ("probcal brier_score", lambda y=y, p=p: pm.brier_score(y, p)),
+                    ("sklearn brier_score_loss", lambda y=y, p=p: brier_score_loss(y, p)),
+                ],
+            ),
+            (
+                f"log-loss n={tag}",
+                lambda y=y, p=p: log_loss(y, p),
+                [
+                    ("probcal log_loss", lambda y=y, p=p: pm.log_loss(y, p)),
+                    ("sklearn log_loss", lambda y=y, p=p: sk_log_loss(y, p)),
+                ],
+            ),
+            (
+                f"split conformal fit+apply n={tag}",
+                conformal,
+                [("crepes ConformalRegressor", crepes)],
+            ),
+        ]
+        for name, ours, peers in cases:
+            out = ours()
+            with host.disabled():
+                kernel = ours()
+            for a, b in zip(np.atleast_1d(out), np.atleast_1d(kernel), strict=True):
+                _agree(a, np.asarray(b, np.float64), f"{name}: host vs kernel path")
+            for _, peer in peers:
+                ref = peer()
+                ref = (ref[:, 0], ref[:, 1]) if peer is crepes else ref
+                for a, b in zip(np.atleast_1d(out), np.atleast_1d(ref), strict=True):
+                    _agree(a, b, f"{name}: vs {peer}")
+
+            def kernel_path(ours=ours):
+                with host.disabled():
+                    return ours()
+
+            t_ours, t_kernel, *t_peers = per_call(
+                ours, kernel_path, *[peer for _, peer in peers], budget=budget
+            )
+            for (peer_name, _), t_peer in zip(peers, t_peers, strict=True):
+                rows.append(row(name, t_ours, t_peer, peer_name))
+            rows.append(row(name, t_ours, t_kernel, "bayescal kernel path (host off)"))
+    print_us(rows)
+    return rows
+
+
+def print_us(rows: list[dict]) -> None:
+    """The rows in microseconds (the shared table's milliseconds round these away)."""
+    print(
+        f"| {'benchmark':<34} | {'bayescal (us)':>13} | {'peer':<32} | {'peer (us)':>9} | ratio |"
+    )
+    print(f"|{'-' * 36}|{'-' * 15}|{'-' * 34}|{'-' * 11}|-------|")
+    for r in rows:
+        print(
+            f"| {r['benchmark']:<34} | {r['bayescal_ms'] * 1e3:>13.1f} | {r['peer']:<32} | "
+            f"{r['peer_ms'] * 1e3:>9.1f} | {r['speedup']:>4.2f}x |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    main(quick="--quick" in sys.argv)

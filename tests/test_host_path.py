@@ -1,0 +1,450 @@
+"""The host path (bayescal._src.host): small concrete CPU inputs answered in NumPy.
+
+Every twin must give what the kernel path gives (``host.disabled()``): the same type,
+dtype, shape and device; bins, counts and order statistics exactly, sums to float
+tolerance; and for bad input the same error. Traced inputs and inputs above
+``HOST_MAX`` take the kernel path.
+"""
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bayescal import regression as reg
+from bayescal._src import host
+from bayescal.classification import (
+    brier_score,
+    expected_calibration_error,
+    log_loss,
+    reliability_curve,
+)
+from tests.conftest import X64, float_tol
+from tests.test_classification_errors import CASES as CLASSIFICATION_CASES
+
+DT = np.float64 if X64 else np.float32
+# Absolute tolerance of the float results: a kernel's per-bin means, per-observation
+# scores and logarithms are rounded to the dtype, the host's accumulated in float64.
+ATOL = 1e-12 if X64 else 1e-6
+NORMS = ("l1", "l2", "max")
+
+
+@contextlib.contextmanager
+def spy():
+    """The twins tried within: a list of ``(name, answered)``."""
+    log = []
+    attempt = host._attempt
+
+    def recorded(twin, args, kwargs):
+        out = attempt(twin, args, kwargs)
+        log.append((twin.__name__, out is not None))
+        return out
+
+    host._attempt = recorded
+    try:
+        yield log
+    finally:
+        host._attempt = attempt
+
+
+def outcome(call):
+    try:
+        return call(), None
+    except Exception as err:  # compared below: the same error on both paths
+        return None, (type(err), str(err))
+
+
+def both(call):
+    """``call()`` with the host path, without it, and which twins answered."""
+    with spy() as log:
+        got = outcome(call)
+    with host.disabled():
+        want = outcome(call)
+    return got, want, [answered for _, answered in log]
+
+
+def assert_same(got, want, *, exact=False):
+    (out, err), (ref, ref_err) = got, want
+    assert err == ref_err
+    if err is not None:
+        return
+    assert type(out) is type(ref)
+    leaves, ref_leaves = jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(ref)
+    for a, b in zip(leaves, ref_leaves, strict=True):
+        assert isinstance(a, jax.Array)
+        assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
+        assert a.devices() == b.devices() and a._committed == b._committed
+        if exact:
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a, b, rtol=float_tol(), atol=ATOL)
+
+
+CONVERSIONS = {
+    "numpy": lambda a: a,
+    "float64": lambda a: np.asarray(a, np.float64),
+    "list": lambda a: a.tolist(),
+    "jax": jnp.asarray,
+}
+
+
+@st.composite
+def binary_data(draw, max_n=2000):
+    """Labels, probabilities (ties on bin edges k/10, k/15, at 0 and 1) and weights
+    (with zeros), through one of :data:`CONVERSIONS`."""
+    n = draw(st.integers(1, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["uniform", "tenths", "fifteenths", "extremes"]))
+    if kind == "uniform":
+        p = rng.uniform(size=n)
+    elif kind == "tenths":
+        p = rng.integers(0, 11, size=n) / 10
+    elif kind == "fifteenths":
+        p = rng.integers(0, 16, size=n) / 15
+    else:
+        p = rng.choice([0.0, 1e-3, 0.5, 1 - 1e-3, 1.0], size=n)
+    p = p.astype(DT)
+    y = (rng.uniform(size=n) < p).astype(draw(st.sampled_from([DT, np.int64, bool])))
+    w = rng.uniform(size=n).astype(DT) * (rng.uniform(size=n) < 0.8)
+    w[rng.integers(n)] = 1.0
+    convert = CONVERSIONS[draw(st.sampled_from(sorted(CONVERSIONS)))]
+    return convert(y), convert(p), convert(w)
+
+
+@given(
+    binary_data(),
+    st.sampled_from([1, 2, 10, 15, 16]),
+    st.sampled_from(["uniform", "quantile"]),
+    st.sampled_from(NORMS),
+    st.booleans(),
+)
+def test_ece_equals_kernel(data, bins, strategy, norm, weighted):
+    y, p, w = data
+    got, want, answered = both(
+        lambda: expected_calibration_error(
+            y, p, bins=bins, strategy=strategy, norm=norm, weights=w if weighted else None
+        )
+    )
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(
+    binary_data(),
+    st.sampled_from([1, 2, 10, 15, 16]),
+    st.sampled_from(["uniform", "quantile"]),
+)
+def test_bins_and_counts_equal_kernel(data, bins, strategy):
+    y, p, _ = data
+    curve, edges = reliability_curve(y, p, bins=bins, strategy=strategy, return_edges=True)
+    ph = host._floats(p)
+    host_edges = host._edges(bins, strategy, ph)
+    np.testing.assert_array_equal(host_edges, edges)
+    counts = np.bincount(host._bin_index(ph, host_edges), minlength=bins)
+    np.testing.assert_array_equal(counts, curve.weight)
+
+
+@given(binary_data(max_n=300), st.sampled_from(["fd", "edges"]), st.sampled_from(NORMS))
+def test_ece_explicit_and_fd_bins_equal_kernel(data, bins, norm):
+    y, p, _ = data
+    if bins == "edges":
+        bins = np.array([0.0, 0.1, 0.1, 0.25, 0.5, 0.7, 1.0])
+    got, want, answered = both(
+        lambda: expected_calibration_error(y, p, bins=bins, norm=norm)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(
+    binary_data(), st.sampled_from(["mean", "sum", "none"]), st.booleans(), st.booleans()
+)
+def test_brier_score_equals_kernel(data, reduction, weighted, from_logits):
+    y, p, w = data
+    kwargs = {"reduction": reduction, "weights": w if weighted else None}
+    if from_logits:
+        z = (np.asarray(p, DT) - 0.5) * 30  # logits up to +-15
+        got, want, answered = both(lambda: brier_score(y, logits=z, **kwargs))
+    else:
+        got, want, answered = both(lambda: brier_score(y, p, **kwargs))
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(
+    binary_data(),
+    st.sampled_from(["mean", "sum", "none"]),
+    st.booleans(),
+    st.sampled_from([None, 1e-3, 1e-12, "logits"]),
+)
+def test_log_loss_equals_kernel(data, reduction, weighted, mode):
+    y, p, w = data
+    kwargs = {"reduction": reduction, "weights": w if weighted else None}
+    if mode == "logits":
+        z = (np.asarray(p, DT) - 0.5) * 30
+        got, want, answered = both(lambda: log_loss(y, logits=z, **kwargs))
+    else:
+        got, want, answered = both(lambda: log_loss(y, p, eps=mode, **kwargs))
+    assert answered == [True]
+    assert_same(got, want)  # inf (p = 0 for an observed 1) on both paths
+
+
+def test_zero_weight_removes_an_infinite_term():
+    y, p, w = np.array([1.0, 0.0, 1.0]), np.array([0.0, 0.2, 0.7]), np.array([0.0, 1, 2])
+    for reduction in ("mean", "sum"):
+        got, want, answered = both(
+            lambda r=reduction: log_loss(y, p, weights=w, reduction=r)
+        )
+        assert answered == [True] and np.isfinite(got[0])
+        assert_same(got, want)
+
+
+@st.composite
+def regression_data(draw, max_n=2000):
+    """Observations, predictions (with tied scores) and scales."""
+    n = draw(st.integers(1, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    mu = rng.normal(size=n)
+    y = mu + rng.normal(size=n) * draw(st.sampled_from([1e-3, 1.0, 100.0]))
+    if draw(st.booleans()):  # on a grid: tied scores, zero residuals
+        y, mu = np.round(y * 4) / 4, np.round(mu * 4) / 4
+    scale = rng.uniform(0.1, 3.0, size=n)
+    convert = CONVERSIONS[draw(st.sampled_from(sorted(CONVERSIONS)))]
+    return tuple(convert(a.astype(DT)) for a in (y, mu, scale))
+
+
+ALPHAS = st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.5, 0.9])
+
+
+@given(regression_data(), ALPHAS, st.booleans())
+def test_fit_conformal_equals_kernel(data, alpha, normalized):
+    y, mu, scale = data
+    s = scale if normalized else None
+    got, want, answered = both(lambda: reg.fit_conformal(y, mu, s, alpha=alpha))
+    assert_same(got, want, exact=True)  # an order statistic: the same bits
+    assert answered == [want[1] is None]  # a too small n: the kernel path raises
+    if want[1] is None:
+        assert got[0] == want[0]  # alpha and normalized too
+        cal = want[0]  # a kernel path calibrator, applied on both paths
+        got, want, answered = both(lambda: cal(mu, s))
+        assert answered == [True]
+        # mu -/+ q exactly; mu -/+ q s to float tolerance (a fused kernel may use an FMA)
+        assert_same(got, want, exact=not normalized)
+
+
+@given(regression_data(), ALPHAS)
+def test_conformalized_quantile_equals_kernel(data, alpha):
+    y, mu, scale = data
+    lo, hi = np.asarray(mu, DT) - np.asarray(scale, DT), np.asarray(mu, DT) + 0.5
+    got, want, answered = both(
+        lambda: reg.fit_conformalized_quantile(y, lo, hi, alpha=alpha)
+    )
+    assert_same(got, want, exact=True)
+    assert answered == [want[1] is None]
+    if want[1] is None:
+        assert got[0] == want[0]
+        cal = want[0]
+        got, want, answered = both(lambda: cal(lo, hi))
+        assert answered == [True]
+        assert_same(got, want, exact=True)
+
+
+def test_calibrator_on_two_dimensional_and_broadcast_inputs():
+    rng = np.random.default_rng(0)
+    y, mu, s = rng.normal(size=(3, 50)).astype(DT)
+    cal = reg.fit_conformal(y, mu, np.abs(s) + 0.5)
+    for loc, scale in [(mu.reshape(5, 10), np.full((1, 10), 2.0, DT)), (mu, np.abs(s) + 1)]:
+        got, want, answered = both(lambda loc=loc, scale=scale: cal(loc, scale))
+        assert answered == [True]
+        assert_same(got, want)
+
+
+# --------------------------------------------------------------------------- bad input
+CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
+CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
+CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
+BAD = (
+    [
+        (fn, args, kwargs)
+        for fn, args, kwargs, *_ in CLASSIFICATION_CASES
+        if fn in (expected_calibration_error, brier_score, log_loss)
+    ]
+    + [
+        (brier_score, ([0, np.inf], [0.2, 0.6]), {}),  # inf * inf == inf: not a label
+        (log_loss, ([np.inf, 1], [0.2, 0.6]), {}),
+        (expected_calibration_error, ([np.inf], [0.5]), {}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [-1.0, 2.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [0.0, 0.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0, np.inf]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"weights": [1.0]}),
+        (brier_score, ([0, 1], [0.2, 0.6]), {"reduction": "avg"}),
+        (brier_score, ([0, 1],), {"logits": [0.0, np.inf]}),
+        (log_loss, ([0, 1], [0.2, 0.6]), {"eps": 0.7}),
+        (log_loss, ([0, 1],), {"logits": [0.0, 1.0], "eps": 1e-3}),
+        (log_loss, ([0, 0.5], [0.2, 0.6]), {}),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"debias": True, "weights": [1, 1]},
+        ),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": True}),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"bins": "fd", "strategy": "quantile"},
+        ),
+        (
+            expected_calibration_error,
+            ([0, 1], [0.2, 0.6]),
+            {"bins": [0, 1], "strategy": "quantile"},
+        ),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"bins": [0.0, np.nan, 1.0]}),
+        (expected_calibration_error, ([0, 1], [0.2, 0.6]), {"method": "exact"}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 1.0}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": "0.1"}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC), {"alpha": 0.01}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC, -np.ones(30)), {}),
+        (reg.fit_conformal, (CONFORMAL_Y, CONFORMAL_LOC[:-1]), {}),
+        (reg.fit_conformal, (np.r_[np.nan, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
+        (reg.fit_conformal, (np.r_[np.inf, CONFORMAL_Y[1:]], CONFORMAL_LOC), {}),
+        (reg.fit_conformal, ([], []), {}),
+        (reg.fit_conformal, ("abc", CONFORMAL_LOC), {}),
+        (
+            reg.fit_conformalized_quantile,
+            (CONFORMAL_Y, CONFORMAL_LOC, CONFORMAL_LOC[:-1]),
+            {},
+        ),
+        (
+            reg.fit_conformalized_quantile,
+            (CONFORMAL_Y, CONFORMAL_LOC, np.r_[np.nan, CONFORMAL_LOC[1:]]),
+            {},
+        ),
+        (CAL_SCALED, (CONFORMAL_LOC,), {}),
+        (CAL, (CONFORMAL_LOC, np.ones(30)), {}),
+        (CAL_SCALED, (CONFORMAL_LOC, np.zeros(30)), {}),
+        (CAL_SCALED, (CONFORMAL_LOC, np.ones(7)), {}),
+    ]
+)
+
+
+@pytest.mark.parametrize("fn, args, kwargs", BAD)
+def test_bad_input_raises_the_same_error(fn, args, kwargs):
+    got, want, answered = both(lambda: fn(*args, **kwargs))
+    assert want[1] is not None, "not a bad input"
+    assert got[1] == want[1]
+    assert not any(answered)
+
+
+def test_subnormal_values_give_what_the_kernel_gives():
+    # XLA flushes subnormal floats to 0, NumPy keeps them: the host path must not differ.
+    tiny = np.finfo(DT).tiny
+    p = np.array([tiny / 4, 0.5, 1.0, 0.0], DT)
+    y = np.array([1.0, 0.0, 1.0, 0.0], DT)
+    for call in (
+        lambda: log_loss(y, p),
+        lambda: log_loss(y, p, reduction="none"),
+        lambda: expected_calibration_error(y, p, strategy="quantile", bins=3),
+        lambda: brier_score(y, p, weights=np.array([tiny / 2, 1, 1, 1], DT)),
+        lambda: reg.fit_conformal(p, np.zeros(4, DT), alpha=0.2),
+        lambda: reg.fit_conformal(p * 4, 3 * p, alpha=0.2),
+        lambda: reg.fit_conformalized_quantile(p, -p, 2 * p, alpha=0.2),
+        lambda: CAL(p),
+        lambda: CAL_SCALED(p, np.full(4, tiny, DT)),
+    ):
+        got, want, _ = both(call)
+        assert_same(got, want, exact=True)
+
+
+# --------------------------------------------------------------------------- where not
+def test_traced_inputs_take_the_kernel_path():
+    rng = np.random.default_rng(1)
+    p = jnp.asarray(rng.uniform(size=(3, 40)), DT)
+    y = (p > 0.5).astype(DT)
+    yy, mu = jnp.asarray(rng.normal(size=(2, 40)), DT)
+    with spy() as log:
+        jitted = [
+            jax.jit(brier_score)(y[0], p[0]),
+            jax.jit(lambda a, b: log_loss(a, b))(y[0], p[0]),
+            jax.jit(lambda a, b: expected_calibration_error(a, b, strategy="quantile"))(
+                y[0], p[0]
+            ),
+            jax.jit(lambda a, b: reg.fit_conformal(a, b).quantile)(yy, mu),
+            jax.jit(lambda c, m: c(m)[0])(CAL, mu),
+        ]
+        mapped = jax.vmap(expected_calibration_error)(y, p)
+    assert log and not any(answered for _, answered in log)
+    eager = [
+        brier_score(y[0], p[0]),
+        log_loss(y[0], p[0]),
+        expected_calibration_error(y[0], p[0], strategy="quantile"),
+        reg.fit_conformal(yy, mu).quantile,
+        CAL(mu)[0],
+    ]
+    for a, b in zip(jitted, eager, strict=True):
+        np.testing.assert_allclose(a, b, rtol=float_tol(), atol=ATOL)
+    for i in range(3):
+        np.testing.assert_allclose(
+            mapped[i], expected_calibration_error(y[i], p[i]), rtol=float_tol(), atol=ATOL
+        )
+
+
+def test_above_host_max_the_kernel_runs():
+    n = host.HOST_MAX + 1
+    rng = np.random.default_rng(2)
+    p = rng.uniform(size=n).astype(DT)
+    y = (rng.uniform(size=n) < p).astype(DT)
+    with spy() as log:
+        brier_score(y, p)
+        expected_calibration_error(y, p)
+        reg.fit_conformal(y, p)
+        CAL(p)
+    assert [name for name, _ in log] == [
+        "brier_score",
+        "expected_calibration_error",
+        "fit_conformal",
+        "conformal_interval",
+    ]
+    assert not any(answered for _, answered in log)
+    with spy() as log:
+        brier_score(y[:-1], p[:-1])
+    assert log == [("brier_score", True)]
+
+
+def test_not_active_with_another_default_device_or_disabled():
+    y, p = np.array([0.0, 1.0]), np.array([0.3, 0.8])
+    with spy() as log:
+        with jax.default_device(jax.devices("cpu")[0]):
+            brier_score(y, p)
+        with host.disabled():
+            brier_score(y, p)
+            assert not host.active()
+        assert host.active()
+        brier_score(y, p)
+    assert log == [("brier_score", True)]
+
+
+def test_masked_arrays_and_other_types_go_to_the_kernel_path():
+    y, p = np.array([0.0, 1.0, 1.0]), np.ma.masked_array([0.3, 0.8, 0.5], [0, 0, 1])
+    with spy() as log:
+        outcome(lambda: brier_score(y, p))
+        brier_score(y, np.array([0.3, 0.8, 0.5], np.float16))
+    assert log == [("brier_score", False), ("brier_score", True)]
+
+
+def test_device_put_matches_jnp_asarray():
+    for x in (np.float32(0.5), np.arange(5, dtype=DT), np.zeros((2, 3), np.float32)):
+        a, b = host._device(np.asarray(x)), jnp.asarray(np.asarray(x))
+        assert type(a) is type(b)
+        assert (a.dtype, a.shape, a.weak_type, a._committed) == (
+            b.dtype,
+            b.shape,
+            b.weak_type,
+            b._committed,
+        )
+        assert a.devices() == b.devices()
+        np.testing.assert_array_equal(a, b)
