@@ -303,15 +303,15 @@ def log_loss(
         return None
     y, x, w = data
     dtype = x.dtype
+    # In the input's dtype, as the kernel (the sums in float64, in _reduce).
     if is_logit:  # y softplus(-z) + (1 - y) softplus(z)
-        loss = np.logaddexp(0.0, np.where(y == 1, -1.0, 1.0) * x)
+        loss = np.logaddexp(0.0, np.where(y == 1, -x, x))
     else:
-        if eps is not None:  # reduce.clip_unit, in the input's dtype
+        if eps is not None:  # reduce.clip_unit
             one = dtype.type(1)
             hi = min(dtype.type(1 - eps), np.nextafter(one, dtype.type(0)))
             x = np.clip(x, max(dtype.type(eps), np.finfo(dtype).tiny), hi)
-        p = x.astype(np.float64)
-        loss = -np.where(y == 1, np.log(p), np.log1p(-p))
+        loss = -np.where(y == 1, np.log(x), np.log1p(-x))
     return _reduce(loss, w, reduction, dtype)
 
 
