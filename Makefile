@@ -43,10 +43,17 @@ TIER := -m "not docs"
 # RecalibratedDistribution's moments and density against numerical quadrature) and the
 # other doctests. They call the same jax/numpy/scipy functions the contract matrix
 # calls, and `make test` runs them on every change (CI in x64 too).
+# Also left out: the bucketing and compile-budget tests (tests/test_bucketing*.py,
+# test_compile_budget.py). They count compilations and compare padded with unpadded
+# calls on the JAX of `make test`; the padding's conditions (prefix-stable random draws,
+# symbolic shapes for NumPyro models) are those of JAX >= 0.5, and on jax 0.4.38 some
+# keyed cases do not hold yet (open in the issue "First result fast").
 TIER_SKIP := classification_metrics classification_calibrators classification_core \
 	classification_errors classification_properties classification_uncertainty \
 	regression_metrics regression_recalibration regression_pit regression_scores \
-	smooth_ece resampling conditional conformal pit_quantiles_tails
+	smooth_ece resampling conditional conformal pit_quantiles_tails \
+	bucketing bucketing_regression bucketing_uncertainty bucketing_classification \
+	compile_budget
 TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,$(TIER_SKIP),--ignore=tests/test_$(t).py) \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
