@@ -429,14 +429,16 @@ def _unpadded(name, data):
     return jax.jit(functools.partial(fn, **kw))(*args)
 
 
-def _skip_unless_padded(name):
-    if name in RANDOMIZED and not random_prefix_stable():
-        pytest.skip("randomized calls are not padded without prefix-stable draws")
+def _require_padding(name):
+    # Randomized calls are padded only with prefix-stable draws (JAX >= 0.5's default,
+    # the JAX of `make test`; the version tiers leave this file out).
+    if name in RANDOMIZED:
+        assert random_prefix_stable()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_new_length_in_a_used_bucket_compiles_nothing(name):
-    _skip_unless_padded(name)
+    _require_padding(name)
     assert bucket_size(1000) == bucket_size(1013) == bucket_size(1024) == 1024
     jax.block_until_ready(_call(name, _inputs(1000)))
     for n in (1013, 1024):
