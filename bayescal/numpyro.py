@@ -37,6 +37,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
+from bayescal._src.validation import host_resident
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
@@ -84,19 +85,6 @@ _CALL_NO_Y = (
 )
 
 
-def _host_resident(x: Any) -> bool:
-    """A NumPy array, or a JAX array on one CPU device (read in place by NumPy)."""
-    if isinstance(x, np.ndarray):
-        return True
-    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
-        return False
-    try:
-        devices = x.devices()
-    except Exception:
-        return False
-    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
-
-
 def _default_float() -> np.dtype:
     return np.dtype(jax.dtypes.canonicalize_dtype(np.float64))  # float32 unless x64
 
@@ -111,7 +99,7 @@ def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     shape = tuple(shape)
     if tuple(x.shape) == shape:
         return x
-    if _host_resident(x):
+    if host_resident(x):
         return jax.device_put(np.asarray(x).reshape(shape))
     return x.reshape(shape)
 
@@ -130,7 +118,7 @@ class _Checks:
         if isinstance(x, jax.Array | jax.core.Tracer):
             if not _needs_float(x.dtype):
                 return x
-            if _host_resident(x):
+            if host_resident(x):
                 return jax.device_put(np.asarray(x).astype(_default_float()))
             return x.astype(_default_float())
         if isinstance(x, str | bytes) or x is None:
@@ -155,7 +143,7 @@ class _Checks:
     def check_finite(x: Any, name: str) -> None:
         if not _Checks.is_concrete(x):
             return
-        if _host_resident(x):  # in NumPy: no program per shape
+        if host_resident(x):  # in NumPy: no program per shape
             h = np.asarray(x)
             if np.isfinite(h).all():
                 return
@@ -1284,7 +1272,7 @@ def loo_pit(
             y_site = _cut_rows(prep.y_site, n)
             u = _weighted_pit(
                 np.asarray(y_site).reshape(-1)
-                if _host_resident(y_site)
+                if host_resident(y_site)
                 else y_site.reshape(-1),
                 _rows_last(draws, prep.num),
                 log_weights,
@@ -1299,7 +1287,7 @@ def loo_pit(
 
 def _rows_last(draws: jax.Array, num: int) -> Any:
     """``draws [S, *shape]`` as ``[N, S]`` (on the host for host arrays)."""
-    if _host_resident(draws):
+    if host_resident(draws):
         return np.asarray(draws).reshape(num, -1).T
     return draws.reshape(num, -1).T
 
@@ -1332,7 +1320,7 @@ def _astype(x: Any, dtype: Any) -> Any:
     """``x.astype(dtype)``; in NumPy for host-resident arrays (no program per shape)."""
     if x.dtype == dtype:
         return x
-    if _host_resident(x):
+    if host_resident(x):
         return jax.device_put(np.asarray(x).astype(dtype))
     return x.astype(dtype)
 
@@ -1349,7 +1337,7 @@ def _cut_rows(x: Any, n: int | None) -> Any:
     lives there (no program per length)."""
     if n is None or x.shape[0] == n:
         return x
-    if _host_resident(x):
+    if host_resident(x):
         return jax.device_put(np.asarray(x)[:n])
     return x[:n]
 
@@ -1375,7 +1363,7 @@ def _bucket_model(model, samples, split, site, info: _SiteInfo) -> tuple | None:
     rows = [
         j
         for j, a in enumerate(dynamic)
-        if _host_resident(a) and a.ndim >= 1 and a.shape[0] == n_obs
+        if host_resident(a) and a.ndim >= 1 and a.shape[0] == n_obs
     ]
     if not rows:  # e.g. the number of observations given as an int: not padded
         return None
