@@ -20,6 +20,7 @@ from bayescal._src import host
 from bayescal.classification import (
     brier_score,
     expected_calibration_error,
+    fit_isotonic,
     log_loss,
     reliability_curve,
 )
@@ -264,10 +265,58 @@ def test_calibrator_on_two_dimensional_and_broadcast_inputs():
         assert_same(got, want)
 
 
+@given(binary_data(), st.integers(0, 2**32 - 1))
+def test_fit_isotonic_and_its_calibrator_equal_kernel(data, seed):
+    y, p, _ = data
+    got, want, answered = both(lambda: fit_isotonic(y, p))
+    # The thresholds are the sorted distinct scores (exact); the values are PAV means
+    # (the kernel's padding slot may pool with the last block: an ulp).
+    assert_same(got, want)
+    np.testing.assert_array_equal(got[0].thresholds, want[0].thresholds)
+    assert answered == [True]
+    new = np.random.default_rng(seed).uniform(-0.2, 1.2, size=37).astype(DT)
+    for cal in (got[0], want[0]):
+        got_apply, want_apply, answered = both(lambda c=cal: c(new))
+        assert answered == [True]
+        assert_same(got_apply, want_apply)
+
+
+@st.composite
+def pit_data(draw, max_n=2000):
+    """PIT values with ties, exact 0 and 1, through one of :data:`CONVERSIONS`."""
+    n = draw(st.integers(2, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    u = rng.uniform(size=n)
+    if draw(st.booleans()):
+        u = np.round(u * 20) / 20  # ties, and 0 and 1 themselves
+    u[:2] = [0.25, 0.75]  # two distinct values inside (0, 1): a valid fit
+    convert = CONVERSIONS[draw(st.sampled_from(sorted(CONVERSIONS)))]
+    return convert(rng.permutation(u).astype(DT))
+
+
+@given(pit_data(), st.integers(0, 2**32 - 1))
+def test_isotonic_recalibrator_and_its_maps_equal_kernel(pit, seed):
+    got, want, answered = both(lambda: reg.fit_isotonic_recalibrator(pit))
+    assert answered == [True]
+    # The raw knots (sorted PIT values) exactly; the ECDF values k / n within an ulp:
+    # the host divides, XLA may multiply by the reciprocal.
+    assert_same(got, want)
+    np.testing.assert_array_equal(got[0].raw, want[0].raw)
+    levels = np.random.default_rng(seed).uniform(size=(3, 11)).astype(DT)
+    levels[0, :3] = [0.0, 1.0, np.asarray(pit, DT)[0]]  # the ends and a knot
+    for cal in (got[0], want[0]):
+        for call in (lambda c=cal: c(levels), lambda c=cal: c.inverse(levels)):
+            got_map, want_map, answered = both(call)
+            assert answered == [True]
+            assert_same(got_map, want_map)
+
+
 # --------------------------------------------------------------------------- bad input
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
+ISO_R = reg.fit_isotonic_recalibrator(CONFORMAL_LOC)
+ISO = fit_isotonic(CONFORMAL_Y > 0.5, CONFORMAL_LOC)
 BAD = (
     [
         (fn, args, kwargs)
@@ -328,6 +377,21 @@ BAD = (
         (CAL, (CONFORMAL_LOC, np.ones(30)), {}),
         (CAL_SCALED, (CONFORMAL_LOC, np.zeros(30)), {}),
         (CAL_SCALED, (CONFORMAL_LOC, np.ones(7)), {}),
+        (fit_isotonic, ([0, 0.5, 1], [0.2, 0.6, 0.7]), {}),
+        (fit_isotonic, ([0, 1, 1], [0.2, np.nan, 0.7]), {}),
+        (fit_isotonic, ([0, 1, 1], [0.2, 0.6]), {}),
+        (fit_isotonic, ([], []), {}),
+        (reg.fit_isotonic_recalibrator, (np.ones(50),), {}),
+        (reg.fit_isotonic_recalibrator, ([0.2, 0.2, 1.0, 0.0],), {}),
+        (reg.fit_isotonic_recalibrator, ([0.2, 0.4, 1.5],), {}),
+        (reg.fit_isotonic_recalibrator, ([0.2, 0.4, np.nan],), {}),
+        (reg.fit_isotonic_recalibrator, (np.full((2, 3), 0.5),), {}),
+        (reg.fit_isotonic_recalibrator, ([],), {}),
+        (ISO_R, ([0.2, 1.5],), {}),
+        (ISO_R.inverse, ([0.2, -0.5],), {}),
+        (ISO_R, ([0.2, np.nan],), {}),
+        (ISO, ([0.2, np.inf],), {}),
+        (ISO, ([],), {}),
     ]
 )
 
@@ -355,6 +419,10 @@ def test_subnormal_values_give_what_the_kernel_gives():
         lambda: reg.fit_conformalized_quantile(p, -p, 2 * p, alpha=0.2),
         lambda: CAL(p),
         lambda: CAL_SCALED(p, np.full(4, tiny, DT)),
+        lambda: fit_isotonic(y, p),
+        lambda: reg.fit_isotonic_recalibrator(p),
+        lambda: ISO_R(p),
+        lambda: ISO(p),
     ):
         got, want, _ = both(call)
         assert_same(got, want, exact=True)
@@ -375,6 +443,10 @@ def test_traced_inputs_take_the_kernel_path():
             ),
             jax.jit(lambda a, b: reg.fit_conformal(a, b).quantile)(yy, mu),
             jax.jit(lambda c, m: c(m)[0])(CAL, mu),
+            jax.jit(lambda a, b: fit_isotonic(a, b).values)(y[0], p[0]),
+            jax.jit(lambda c, a: c(a))(ISO, p[0]),
+            jax.jit(lambda a: reg.fit_isotonic_recalibrator(a).calibrated)(p[0]),
+            jax.jit(lambda c, a: c.inverse(a))(ISO_R, p[0]),
         ]
         mapped = jax.vmap(expected_calibration_error)(y, p)
     assert log and not any(answered for _, answered in log)
@@ -384,6 +456,10 @@ def test_traced_inputs_take_the_kernel_path():
         expected_calibration_error(y[0], p[0], strategy="quantile"),
         reg.fit_conformal(yy, mu).quantile,
         CAL(mu)[0],
+        fit_isotonic(y[0], p[0]).values,
+        ISO(p[0]),
+        reg.fit_isotonic_recalibrator(p[0]).calibrated,
+        ISO_R.inverse(p[0]),
     ]
     for a, b in zip(jitted, eager, strict=True):
         np.testing.assert_allclose(a, b, rtol=float_tol(), atol=ATOL)

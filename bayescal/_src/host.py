@@ -550,3 +550,105 @@ def cqr_interval(calibrator: Any, lower: Any, upper: Any) -> Any:
     if not (_addable(lo, q, zero) and _addable(hi, q, zero)):
         return None
     return _device(lo - q), _device(hi + q)
+
+
+# --------------------------------------------------------------------------- isotonic
+# The kernels of these four calls sort, pool and run PAV in host callbacks, and JAX's
+# persistent cache never stores a program with a host callback: with a warm cache
+# their first calls still compiled (~90 ms of a first session's ~0.8 s). Here the
+# same host steps run directly, with the kernels' arithmetic.
+def _interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """:func:`bayescal._src.interp.interp` in NumPy, operation for operation."""
+    n = xp.size
+    i = np.clip(np.searchsorted(xp, x, side="right"), 1, n - 1)
+    x0, x1 = xp[i - 1], xp[i]
+    f0, f1 = fp[i - 1], fp[i]
+    dx = x1 - x0
+    t = np.where(dx > 0, (x - x0) / np.where(dx > 0, dx, 1), 1).astype(x.dtype)
+    out = f0 + np.clip(t, 0, 1) * (f1 - f0)
+    out = np.where(x < xp[0], fp[0], out)
+    return np.where(x >= xp[-1], fp[-1], out)
+
+
+def _knots(*arrays: Any) -> list[np.ndarray] | None:
+    """Fitted knots as 1-D float arrays of one dtype in host memory, or None."""
+    if not all(
+        isinstance(a, jax.Array) and a.ndim == 1 and a.size and host_resident(a)
+        for a in arrays
+    ):
+        return None
+    out = [np.asarray(a) for a in arrays]
+    dtype = out[0].dtype
+    if dtype not in (_F32, _F64) or any(a.dtype != dtype or a.shape != out[0].shape for a in out):
+        return None
+    if not all(_normal(a) for a in out):
+        return None
+    return out
+
+
+def fit_isotonic_recalibrator(pit: Any) -> Any:
+    """:func:`bayescal.regression.fit_isotonic_recalibrator` on the host."""
+    from bayescal.regression._recalibration import IsotonicLevelCalibrator
+
+    u = _vector(pit)
+    if u is None or not _normal(u, 0, 1):
+        return None
+    s = np.sort(u)
+    inside = s[(s > 0) & (s < 1)]
+    if inside.size < 2 or inside[0] == inside[-1]:
+        return None  # the kernel path raises its message
+    dtype = s.dtype
+    ecdf = np.searchsorted(s, s, side="right").astype(dtype) / dtype.type(s.size)
+    zero, one = np.zeros(1, dtype), np.ones(1, dtype)
+    raw = np.concatenate([zero, s, one])
+    calibrated = np.concatenate([zero, ecdf, one])
+    return IsotonicLevelCalibrator(_device(raw), _device(calibrated))
+
+
+def map_levels(calibrator: Any, levels: Any, inverse: bool = False) -> Any:
+    """``IsotonicLevelCalibrator.__call__`` (or ``inverse``) on the host."""
+    knots = _knots(calibrator.raw, calibrator.calibrated)
+    p = _floats(levels)
+    if knots is None or p is None or p.size == 0:
+        return None
+    xp, fp = knots[::-1] if inverse else knots
+    p = p.astype(xp.dtype)
+    if not _normal(p.reshape(-1), 0, 1):
+        return None
+    out = _interp(p, xp, fp)
+    return _device(np.where(p <= 0, 0, np.where(p >= 1, 1, out)).astype(p.dtype))
+
+
+def map_levels_inverse(calibrator: Any, levels: Any) -> Any:
+    """``IsotonicLevelCalibrator.inverse`` on the host."""
+    return map_levels(calibrator, levels, inverse=True)
+
+
+def fit_isotonic(y_true: Any, y_score: Any) -> Any:
+    """:func:`bayescal.classification.fit_isotonic` on the host."""
+    from bayescal._src.isotonic import _pav_row
+    from bayescal._src.ties import pool_ties
+    from bayescal.classification._calibrators import IsotonicCalibrator
+
+    data = _binary(y_true, y_score, None, probabilities=False)
+    if data is None:
+        return None
+    y, s, _ = data
+    pooled = pool_ties(s, y)
+    fit = _pav_row(pooled.mean.astype(np.float64), pooled.weight.astype(np.float64))
+    pad = s.size - fit.size  # the kernel's fixed-size output repeats the last knot
+    thresholds = np.concatenate([pooled.thresholds, np.repeat(pooled.thresholds[-1:], pad)])
+    values = np.concatenate([fit, np.repeat(fit[-1:], pad)]).astype(s.dtype)
+    return IsotonicCalibrator(_device(thresholds), _device(values))
+
+
+def isotonic_apply(calibrator: Any, y_score: Any) -> Any:
+    """``IsotonicCalibrator.__call__`` on the host."""
+    s = _floats(y_score)
+    knots = _knots(calibrator.thresholds, calibrator.values)
+    if s is None or knots is None or s.size == 0 or not _normal(s.reshape(-1)):
+        return None
+    xp, fp = (k.astype(s.dtype) for k in knots)
+    if not (_normal(xp) and _normal(fp)):
+        return None
+    return _device(_interp(s, xp, fp).astype(s.dtype))

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binning import bin_index
@@ -353,6 +354,7 @@ class IsotonicCalibrator:
         size = bucket_size(self.thresholds.shape[0])
         return IsotonicCalibrator(*(pad_axis(k, size) for k in knots))
 
+    @_host.first(_host.isotonic_apply)
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
         cal = self._bucketed()
@@ -365,6 +367,7 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
     return _isotonic_apply(thresholds, values, s)
 
 
+@_host.first(_host.fit_isotonic)
 @_v.validated(fuse=True, bucket={"y_true": 0, "y_score": 0}, per_observation=0)
 def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.

@@ -14,6 +14,7 @@ from jax.scipy.special import ndtri
 from jax.typing import ArrayLike
 
 from bayescal._src import families as _fam
+from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
@@ -57,10 +58,12 @@ class IsotonicLevelCalibrator:
     raw: jax.Array
     calibrated: jax.Array
 
+    @_host.first(_host.map_levels)
     def __call__(self, levels: ArrayLike) -> jax.Array:
         """Calibrated levels ``R(levels)``; ``levels`` in [0, 1], any shape."""
         return _map_levels(*_bucketed_knots(self.raw, self.calibrated), levels)
 
+    @_host.first(_host.map_levels_inverse)
     def inverse(self, levels: ArrayLike) -> jax.Array:
         """Raw levels ``R^{-1}(levels)`` (generalized inverse).
 
@@ -125,6 +128,7 @@ def _fit_isotonic_kernel(u, mask=None):
     return IsotonicLevelCalibrator(raw, calibrated)
 
 
+@_host.first(_host.fit_isotonic_recalibrator)
 @_v.validated(fuse=True, bucket={"pit": -1}, per_observation=(-1, 2))
 def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     r"""Fit Kuleshov et al.'s isotonic recalibrator on calibration-split PIT values.
