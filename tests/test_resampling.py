@@ -20,6 +20,7 @@ from bayescal import regression as reg
 from bayescal._src.bands import (
     _corp_refit,
     _tie_structure,
+    cell_draws,
     ecdf_band_kernel,
     simulate_ecdf_counts,
 )
@@ -342,6 +343,45 @@ def test_multinomial_ecdf_counts_have_binomial_moments():
     # sample covariance: standard error sqrt((var_i var_j + cov_ij^2) / b) (normal theory)
     cov, want = np.cov(c[:, 5], c[:, 12])[0, 1], n * (z[5] - z[5] * z[12])
     assert abs(cov - want) < 4 * np.sqrt((var[5] * var[12] + want**2) / b)
+
+
+@pytest.mark.parametrize("gamma", [False, True])
+def test_cell_draws_exact_per_key_and_vmap_equals_loop(gamma):
+    # Multinomial counts sum to n exactly and leave empty cells empty; gamma draws are
+    # 0 exactly where the weight is 0. Each key's draws depend on that key alone: vmap,
+    # jit and a loop agree bit for bit, and the same key gives the same draws.
+    weights = jnp.asarray([0.0, 3.0, 1.0, 0.0, 6.0], FLOAT)
+    keys = jax.random.split(jax.random.key(3), 7)
+    one = functools.partial(cell_draws, n=10.0, weights=weights, gamma=gamma)
+    loop = np.stack([np.asarray(one(k)) for k in keys])
+    np.testing.assert_array_equal(jax.vmap(one)(keys), loop)
+    np.testing.assert_array_equal(jax.jit(jax.vmap(one))(keys), loop)
+    assert loop.dtype == FLOAT
+    assert (loop[:, [0, 3]] == 0).all() and (loop[:, [1, 2, 4]] > 0).any(axis=0).all()
+    if not gamma:
+        assert (loop.sum(axis=1) == 10).all() and (loop == np.round(loop)).all()
+    assert not np.array_equal(loop[0], loop[1])  # different keys, different draws
+
+
+def test_cell_draws_moments():
+    # Multinomial(n, p): mean n p, variance n p (1 - p); Gamma(a): mean a, variance a.
+    # 4000 keys: means within 4 standard errors, variances within 4 of theirs (the sd
+    # of a sample variance is about var sqrt(2 / b) for these near-normal draws).
+    b, n = 4000, 200.0
+    weights = jnp.asarray([1.0, 2.0, 7.0], FLOAT)
+    keys = jax.random.split(jax.random.key(4), b)
+    p = np.array([0.1, 0.2, 0.7])
+    for gamma, mean, var in [
+        (False, n * p, n * p * (1 - p)),
+        (True, np.array([1.0, 2.0, 7.0]), np.array([1.0, 2.0, 7.0])),
+    ]:
+        draws = np.asarray(
+            jax.vmap(lambda k, g=gamma: cell_draws(k, n, weights, gamma=g))(keys)
+        )
+        np.testing.assert_array_less(np.abs(draws.mean(0) - mean), 4 * np.sqrt(var / b))
+        np.testing.assert_array_less(
+            np.abs(draws.var(0) - var), 4 * var * np.sqrt(2 / b) * 1.5
+        )
 
 
 # --------------------------------------------------- regression bootstrap helpers

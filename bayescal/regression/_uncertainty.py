@@ -23,6 +23,7 @@ from bayescal._src import validation as _v
 from bayescal._src.bands import (
     MULTINOMIAL_PER_POINT,
     Band,
+    cell_draws,
     ecdf_band_kernel,
     simulate_ecdf_counts,
 )
@@ -225,14 +226,12 @@ def _bootstrap_observed(u, n, key, *, num_levels, kind, num_samples, method, per
         if method == "plain":
             # Resampling n observations with replacement = multinomial counts per cell.
             def one(k):
-                return (
-                    jnp.cumsum(jax.random.multinomial(k, nf, cell_f / nf, dtype=dtype)) / nf
-                )
+                return jnp.cumsum(cell_draws(k, nf, cell_f)) / nf
 
         else:
             # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
             def one(k):
-                g = jnp.where(cell > 0, jax.random.gamma(k, jnp.maximum(cell_f, 1)), 0)
+                g = cell_draws(k, nf, cell_f, gamma=True)
                 return jnp.cumsum(g) / jnp.sum(g)
 
         batch = default_batch_size(num_levels, num_samples)
@@ -310,7 +309,8 @@ def bootstrap_calibration_curve(
     Rubin's Bayesian bootstrap (``method="bayesian"``) gives cell weights
     :math:`\mathrm{Dirichlet}(c)` (sums of Dirichlet(1, ..., 1) observation weights).
     For ``n > 40 * num_levels`` the replicates are drawn that way (a cost per replicate
-    independent of ``n``); for smaller ``n`` per observation, with exactly the indices
+    independent of ``n``; on one device by NumPy's generator seeded by each replicate's
+    key, through ``jax.pure_callback``, which compiles nothing); for smaller ``n`` per observation, with exactly the indices
     (weights) of :func:`bayescal.core.bootstrap_indices`
     (:func:`bayescal.core.bayesian_bootstrap_weights`) for the same key. Either way it is
     the distribution of :func:`bayescal.core.bootstrap` over the observations.
@@ -597,8 +597,9 @@ def calibration_error_test(
 
     The null curve is the ECDF of ``n`` uniform values at the levels (for
     ``kind="interval"`` as well, since :math:`|2u - 1|` is then uniform); its counts
-    are simulated directly (multinomial cell counts when ``n`` is large), so the test
-    costs little even for large ``n``.
+    are simulated directly (multinomial cell counts when ``n`` is large, drawn on one
+    device by NumPy's generator seeded by each simulation's key), so the test costs
+    little even for large ``n``.
 
     Parameters
     ----------
