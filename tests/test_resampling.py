@@ -212,6 +212,20 @@ def test_binomial_quantile_equals_scipy(rng):
     )
 
 
+def test_host_binomial_ppf_edge_cases_equal_scipy():
+    # The host function behind binomial_quantile, on the arguments the public function
+    # rejects too: scipy.stats' rv_discrete.ppf rules (NaN, -1 at q = 0, n at q = 1).
+    from bayescal._src.bands import _host_binom_ppf
+
+    q = np.array([0.0, 0.0, 1.0, 1.0, 0.5, 0.5, 0.5, np.nan, 0.3, 1e-300, 1 - 1e-16, 0.5])
+    n = np.array([5.0, -1.0, 7.0, 2.5, -3.0, 4.5, 10.0, 10.0, 0.0, 1e6, 1e6, 12.0])
+    p = np.array([0.3, 0.3, 0.4, 0.4, 0.5, 0.5, 1.5, 0.5, 0.5, 0.5, 0.5, np.nan])
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(
+            _host_binom_ppf(q, n, p), scipy.stats.binom.ppf(q, n, p)
+        )
+
+
 def test_acceptance_intervals_equal_binomial_quantiles_and_cover(rng):
     k = 40
     count = rng.integers(0, 400, k)

@@ -65,10 +65,31 @@ class Band(NamedTuple):
 
 
 def _host_binom_ppf(q: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    q, n, p = (np.asarray(a, dtype=np.float64) for a in (q, n, p))
-    from scipy.stats import binom  # lazily: scipy.stats costs ~0.5 s to import
+    """``scipy.stats.binom.ppf(q, n, p)``, its rule and edge cases, from scipy.special.
 
-    return binom.ppf(q, n, p)
+    Importing scipy.stats costs ~0.5 s (its distributions' docstrings are built at
+    import), scipy.special ~0.1 s: where scipy.special has the ufunc that
+    ``binom._ppf`` calls (scipy >= 1.15), the edge cases of ``rv_discrete.ppf`` are
+    handled here: NaN for invalid arguments (``n`` not a nonnegative whole number,
+    ``p`` outside [0, 1]), -1 for ``q == 0``, ``n`` for ``q == 1``.
+    """
+    try:
+        from scipy.special._ufuncs import _binom_ppf as ppf
+    except ImportError:  # older scipy: its own function, and its import time
+        from scipy.stats import binom
+
+        return binom.ppf(*(np.asarray(a, dtype=np.float64) for a in (q, n, p)))
+
+    q, n, p = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in (q, n, p)))
+    valid = (n >= 0) & (n == np.floor(n)) & (p >= 0) & (p <= 1)
+    out = np.full(q.shape, np.nan)
+    out[valid & (q == 0)] = -1.0
+    top = valid & (q == 1)
+    out[top] = n[top]
+    inside = valid & (q > 0) & (q < 1)
+    if inside.any():
+        out[inside] = ppf(q[inside], n[inside], p[inside])
+    return out
 
 
 def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
