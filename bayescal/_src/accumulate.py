@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import bin_midpoints, uniform_edges
 from bayescal._src.binning import (
@@ -166,7 +167,7 @@ def curve_accumulator(num_levels: int, kind: str) -> Accumulator:
         levels = jnp.zeros((num_levels,), _int())
         return CurveState((levels, levels), (zero, zero), zero)
 
-    @jax.jit
+    @newton.fast_jit
     def _update(state: CurveState, u: jax.Array, mask: jax.Array) -> CurveState:
         ok = (u >= 0) & (u <= 1)
         v = u if kind == "quantile" else jnp.abs(2 * u - 1)
@@ -236,8 +237,9 @@ def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
         counts = jnp.zeros((num_bins,), _int())
         return ReliabilityState((counts, counts), (z, z), (z, z), (z, z), zero)
 
-    @jax.jit
+    @newton.fast_jit
     def _update(state, y, p, w, mask):
+        w = jnp.ones_like(p) if w is None else w
         ok = (p >= 0) & (p <= 1) & ((y == 0) | (y == 1)) & (w >= 0) & jnp.isfinite(w)
         keep = mask & ok
         edges = uniform_edges(num_bins, p.dtype)
@@ -272,8 +274,8 @@ def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
             _v.check_same_shape(y_prob=p, weights=w)
         p, mask = pad_to_bucket(p, 0.0)
         y, _ = pad_to_bucket(y, 0.0)
-        # unit weights made at the bucketed length: one program per bucket, not per N
-        w = jnp.ones_like(p) if w is None else pad_to_bucket(w, 0.0)[0]
+        # unit weights are made in the program, at the bucketed length
+        w = None if w is None else pad_to_bucket(w, 0.0)[0]
         return _update(state, y, p, w, mask)
 
     def merge(a: ReliabilityState, b: ReliabilityState) -> ReliabilityState:

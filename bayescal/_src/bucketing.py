@@ -131,7 +131,9 @@ def pad_to_bucket(
     """
     n = x.shape[-1]
     size = bucket_size(n, minimum)
-    mask = jnp.arange(size) < n  # one program per bucket: n is an argument, not a constant
+    # Made on the host and transferred: eagerly, jnp.arange(size) < n compiled two
+    # single-operation programs per bucket.
+    mask = jax.device_put(np.arange(size) < n)
     if size == n:
         return jnp.asarray(x), mask
     padded = pad_axis(x, size, fill=fill)
