@@ -258,18 +258,24 @@ def test_adversarial_key_semantics_and_bad_input():
         reg.adversarial_group_calibration(0, y[:1], loc[:1], scale[:1])
 
 
-def test_selection_sampling_draws_exact_sizes_uniformly():
-    # Knuth's Algorithm S: each lane selects exactly k_m points, and each point is
-    # selected with probability k_m / n. With one level per point (b = arange), the
-    # counts are inclusion indicators; over 400 lanes of size 10 from n = 40 each point's
-    # inclusion count is Binomial(400, 1/4): mean 100, sd sqrt(75) = 8.7; 5 sd bound.
-    from bayescal.regression._conditional import _subset_counts_without_replacement
+@pytest.mark.parametrize("sampler", ["selection", "hypergeometric"])
+def test_selection_sampling_draws_exact_sizes_uniformly(sampler):
+    # Knuth's Algorithm S (the XLA path on several devices) and the multivariate
+    # hypergeometric counts (one device): each lane selects exactly k_m points, and each
+    # point is selected with probability k_m / n. With one level per point
+    # (b = arange), the counts are inclusion indicators; over 400 lanes of size 10 from
+    # n = 40 each point's inclusion count is Binomial(400, 1/4): mean 100, sd
+    # sqrt(75) = 8.7; 5 sd bound. Padding after the n real points is never taken.
+    from bayescal.regression import _conditional
 
+    draw = {
+        "selection": _conditional._subset_counts_without_replacement,
+        "hypergeometric": _conditional._subset_counts_hypergeometric,
+    }[sampler]
     n, lanes, k = 40, 400, 10
     sizes = jnp.concatenate([jnp.full((lanes,), k, jnp.int32), jnp.array([0, 1, n], jnp.int32)])
-    counts = np.asarray(
-        _subset_counts_without_replacement(jax.random.key(0), jnp.arange(n), sizes, n)
-    )
+    b = jnp.concatenate([jnp.arange(n), jnp.full((8,), 3)])  # 8 padding slots at level 3
+    counts = np.asarray(draw(jax.random.key(0), b, sizes, n, jnp.asarray(n)))
     np.testing.assert_array_equal(counts.sum(axis=1), np.asarray(sizes))
     assert counts.max() == 1  # without replacement
     inclusion = counts[:lanes].sum(axis=0)

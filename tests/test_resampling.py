@@ -359,43 +359,53 @@ def test_multinomial_ecdf_counts_have_binomial_moments():
     assert abs(cov - want) < 4 * np.sqrt((var[5] * var[12] + want**2) / b)
 
 
-@pytest.mark.parametrize("gamma", [False, True])
-def test_cell_draws_exact_per_key_and_vmap_equals_loop(gamma):
-    # Multinomial counts sum to n exactly and leave empty cells empty; gamma draws are
-    # 0 exactly where the weight is 0. Each key's draws depend on that key alone: vmap,
-    # jit and a loop agree bit for bit, and the same key gives the same draws.
+@pytest.mark.parametrize("kind", ["multinomial", "gamma", "hypergeometric"])
+def test_cell_draws_exact_per_key_and_vmap_equals_loop(kind):
+    # Counts sum to n exactly and leave empty cells empty (a hypergeometric draw takes
+    # at most the items of a cell); gamma draws are 0 exactly where the weight is 0.
+    # Each key's draws depend on that key alone: vmap, jit and a loop agree bit for
+    # bit.
     weights = jnp.asarray([0.0, 3.0, 1.0, 0.0, 6.0], FLOAT)
     keys = jax.random.split(jax.random.key(3), 7)
-    one = functools.partial(cell_draws, n=10.0, weights=weights, gamma=gamma)
+    one = functools.partial(cell_draws, n=6.0, weights=weights, kind=kind)
     loop = np.stack([np.asarray(one(k)) for k in keys])
     np.testing.assert_array_equal(jax.vmap(one)(keys), loop)
     np.testing.assert_array_equal(jax.jit(jax.vmap(one))(keys), loop)
     assert loop.dtype == FLOAT
     assert (loop[:, [0, 3]] == 0).all() and (loop[:, [1, 2, 4]] > 0).any(axis=0).all()
-    if not gamma:
-        assert (loop.sum(axis=1) == 10).all() and (loop == np.round(loop)).all()
+    if kind != "gamma":
+        assert (loop.sum(axis=1) == 6).all() and (loop == np.round(loop)).all()
+    if kind == "hypergeometric":
+        assert (loop <= np.asarray(weights)).all()
     assert not np.array_equal(loop[0], loop[1])  # different keys, different draws
 
 
 def test_cell_draws_moments():
-    # Multinomial(n, p): mean n p, variance n p (1 - p); Gamma(a): mean a, variance a.
-    # 4000 keys: means within 4 standard errors, variances within 4 of theirs (the sd
-    # of a sample variance is about var sqrt(2 / b) for these near-normal draws).
-    b, n = 4000, 200.0
-    weights = jnp.asarray([1.0, 2.0, 7.0], FLOAT)
+    # Means and variances of each cell's draws against the distributions' own: within
+    # 4 standard errors, those of the mean from the variance, those of the sample
+    # variance sqrt((m4 - s^4) / b) from the draws' fourth central moment.
+    b, n, m = 4000, 200.0, 4.0
+    counts = np.array([1.0, 2.0, 7.0])
+    p = counts / counts.sum()
     keys = jax.random.split(jax.random.key(4), b)
-    p = np.array([0.1, 0.2, 0.7])
-    for gamma, mean, var in [
-        (False, n * p, n * p * (1 - p)),
-        (True, np.array([1.0, 2.0, 7.0]), np.array([1.0, 2.0, 7.0])),
+    total = counts.sum()
+    for kind, size, mean, var in [
+        ("multinomial", n, n * p, n * p * (1 - p)),
+        ("gamma", n, counts, counts),
+        ("hypergeometric", m, m * p, m * p * (1 - p) * (total - m) / (total - 1)),
     ]:
         draws = np.asarray(
-            jax.vmap(lambda k, g=gamma: cell_draws(k, n, weights, gamma=g))(keys)
+            jax.vmap(
+                lambda k, kd=kind, s=size: cell_draws(
+                    k, s, jnp.asarray(counts, FLOAT), kind=kd
+                )
+            )(keys),
+            np.float64,
         )
         np.testing.assert_array_less(np.abs(draws.mean(0) - mean), 4 * np.sqrt(var / b))
-        np.testing.assert_array_less(
-            np.abs(draws.var(0) - var), 4 * var * np.sqrt(2 / b) * 1.5
-        )
+        centred = draws - draws.mean(0)
+        se_var = np.sqrt(((centred**4).mean(0) - draws.var(0) ** 2) / b)
+        np.testing.assert_array_less(np.abs(draws.var(0) - var), 4 * se_var)
 
 
 # --------------------------------------------------- regression bootstrap helpers

@@ -399,58 +399,68 @@ def _uniform_ecdf_counts(key, n, num_points, dtype, size):
     return count_at_or_below(u, num_points)
 
 
-def _host_cell_draws(words, n, weights, *, gamma: bool):
-    """Per key (the rows of ``words``): multinomial counts of ``n`` trials over cells of
-    probability ``weights / sum(weights)``, or (``gamma``) Gamma(max(weight, 1), 1)
-    draws, 0 where the weight is 0. NumPy's generator seeded by the key's words, in
-    float64; batched arguments (``vmap_method="expand_dims"``) broadcast."""
+def _host_cell_draws(words, n, weights, *, kind: str):
+    """Per key (the rows of ``words``), NumPy's generator seeded by the key's words:
+    ``"multinomial"``: counts of ``n`` trials over cells of probability ``weights /
+    sum(weights)``; ``"gamma"``: Gamma(max(weight, 1), 1) draws, 0 where the weight is
+    0; ``"hypergeometric"``: the counts per cell of ``n`` of the ``sum(weights)`` items
+    taken without replacement (``weights``: whole counts per cell). Float64 on the
+    host; batched arguments (``vmap_method="expand_dims"``) broadcast."""
     words = np.asarray(words)
     dtype = np.asarray(weights).dtype
     weights = np.asarray(weights, np.float64)
     n = np.asarray(n)
     batch = np.broadcast_shapes(words.shape[:-1], weights.shape[:-1], n.shape)
     k = weights.shape[-1]
-    flat_words = np.broadcast_to(words, batch + words.shape[-1:]).reshape(
-        -1, words.shape[-1]
-    )
+    flat_words = np.broadcast_to(words, batch + words.shape[-1:]).reshape(-1, words.shape[-1])
     flat_w = np.broadcast_to(weights, batch + (k,)).reshape(-1, k)
     flat_n = np.broadcast_to(n, batch).reshape(-1)
     out = np.zeros((flat_w.shape[0], k), np.float64)
     for i in range(out.shape[0]):
         rng = np.random.default_rng(flat_words[i].astype(np.uint32))
         w = np.clip(flat_w[i], 0.0, None)
-        if gamma:
+        m = int(round(float(flat_n[i])))
+        if kind == "gamma":
             out[i] = np.where(w > 0, rng.standard_gamma(np.maximum(w, 1.0)), 0.0)
+        elif kind == "hypergeometric":
+            colors = np.round(w).astype(np.int64)
+            out[i] = rng.multivariate_hypergeometric(colors, min(m, int(colors.sum())))
         elif w.sum() > 0:
-            out[i] = rng.multinomial(int(round(float(flat_n[i]))), w / w.sum())
+            out[i] = rng.multinomial(m, w / w.sum())
     return out.reshape(batch + (k,)).astype(dtype)
 
 
-_HOST_DRAWS = {g: functools.partial(_host_cell_draws, gamma=g) for g in (False, True)}
+_DRAWS = ("multinomial", "gamma", "hypergeometric")
+_HOST_DRAWS = {kind: functools.partial(_host_cell_draws, kind=kind) for kind in _DRAWS}
 
 
-def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, gamma: bool = False):
-    """Multinomial counts of ``n`` trials over cells of probability proportional to
-    ``weights`` (or, ``gamma``, Gamma(max(weight, 1)) draws, 0 where the weight is 0),
-    in ``weights``' dtype, exact, for one key; ``n`` and ``weights`` may be traced.
+def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multinomial"):
+    """Random counts (or weights) per cell for one key, in ``weights``' dtype, exact:
+    ``"multinomial"``: ``n`` trials over cells of probability proportional to
+    ``weights``; ``"gamma"``: Gamma(max(weight, 1)) draws, 0 where the weight is 0;
+    ``"hypergeometric"``: ``n`` of the items counted by ``weights`` taken without
+    replacement. ``n`` and ``weights`` may be traced.
 
     On one device the draws come from NumPy's generator seeded by the key's words
     through ``jax.pure_callback``: JAX's own binomial sampler made up most of a
     bootstrap's first call (0.3 s of tracing, 0.3 s of XLA compilation at K = 101
     cells), NumPy's draws compile nothing and cost microseconds. With several devices
     (a mesh, ``jax.distributed``) ``jax.random``'s samplers run in XLA, as the sort
-    does (:mod:`bayescal._src.sorting`).
+    does (:mod:`bayescal._src.sorting`); it has no hypergeometric sampler, so callers
+    of that kind keep an XLA path of their own there.
     """
     dtype = weights.dtype
     if several_devices():
-        if gamma:
+        if kind == "gamma":
             g = jax.random.gamma(key, jnp.maximum(weights, 1))
             return jnp.where(weights > 0, g, 0).astype(dtype)
+        if kind != "multinomial":
+            raise NotImplementedError(f"{kind} draws on several devices")
         p = weights / jnp.sum(weights)
         return jax.random.multinomial(key, jnp.asarray(n, dtype), p, dtype=dtype)
     out = jax.ShapeDtypeStruct(weights.shape, dtype)
     return jax.pure_callback(
-        _HOST_DRAWS[gamma],
+        _HOST_DRAWS[kind],
         out,
         _key_words(key),
         jnp.asarray(n, dtype),

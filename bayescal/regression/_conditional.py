@@ -22,12 +22,14 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.bands import cell_draws
 from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, curve_gap
 from bayescal._src.options import BinStrategy, CurveKind, Norm
 from bayescal._src.resampling import as_key
+from bayescal._src.sorting import several_devices
 
 __all__ = [
     "expected_normalized_calibration_error",
@@ -517,6 +519,25 @@ def _subset_counts_without_replacement(key, b, sizes, num_levels, n=None):
     return counts
 
 
+def _subset_counts_hypergeometric(key, b, sizes, num_levels, n=None):
+    """:func:`_subset_counts_without_replacement` in distribution, from the counts per
+    level alone: those of a uniform random subset of ``k`` of the ``n`` points are
+    multivariate hypergeometric. Drawn on the host, one key per lane
+    (:func:`~bayescal._src.bands.cell_draws`); the selection scan took 0.7 s at
+    ``n = 1e4`` for the default 1000 lanes. The padding of a bucket is counted nowhere.
+    """
+    n = b.shape[-1] if n is None else n
+    real = jnp.arange(b.shape[-1]) < n
+    cells, _ = bin_sums(jnp.where(real, b, num_levels), num_levels)
+    keys = jax.random.split(key, sizes.shape[0])
+    cells = cells.astype(jnp.int32)
+
+    def one(k, size):
+        return cell_draws(k, size, cells, kind="hypergeometric")
+
+    return jax.vmap(one)(keys, sizes.astype(jnp.int32))
+
+
 def _subset_counts_with_replacement(key, b, sizes, num_levels, n=None):
     """Per-level counts of ``sizes[m]`` points drawn with replacement, per lane.
 
@@ -549,8 +570,12 @@ def _adversarial_kernel(
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
     per_size = num_trials * num_group_draws
     sizes = jnp.repeat(counts, per_size)  # one lane per (size, trial, draw)
-    draw = _subset_counts_with_replacement if replace else _subset_counts_without_replacement
-    per_level = draw(key, b, sizes, num_levels, n)
+    if replace:
+        per_level = _subset_counts_with_replacement(key, b, sizes, num_levels, n)
+    elif several_devices():
+        per_level = _subset_counts_without_replacement(key, b, sizes, num_levels, n)
+    else:
+        per_level = _subset_counts_hypergeometric(key, b, sizes, num_levels, n)
     observed = jnp.cumsum(per_level, axis=-1).astype(u.dtype) / sizes[:, None].astype(u.dtype)
     errs = curve_gap(levels, observed, jnp.ones_like(levels), norm)
     worst = jnp.max(errs.reshape(counts.shape[0], num_trials, num_group_draws), axis=-1)

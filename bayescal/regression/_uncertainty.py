@@ -231,7 +231,7 @@ def _bootstrap_observed(u, n, key, *, num_levels, kind, num_samples, method, per
         else:
             # Dirichlet(1, ..., 1) weights summed within a cell are Dirichlet(counts).
             def one(k):
-                g = cell_draws(k, nf, cell_f, gamma=True)
+                g = cell_draws(k, nf, cell_f, kind="gamma")
                 return jnp.cumsum(g) / jnp.sum(g)
 
         batch = default_batch_size(num_levels, num_samples)
