@@ -1,9 +1,12 @@
 """Command line: ``bayescal demo`` and ``bayescal evaluate``.
 
 Errors in user input (bad files, bad options, values the compute dtype cannot hold,
-an output folder that cannot be written) end with one line on stderr naming the
-problem and exit status 2, never a traceback. Output folders are written all at once
-or not at all, and never overwrite anything without ``--force``.
+an output folder that cannot be written, a path the system cannot hold, a device as
+FILE) end with one line on stderr naming the problem and exit status 2, never a
+traceback. Ctrl-C ends a run with "interrupted" and exit status 130, whatever was
+running (:mod:`bayescal._cli.interrupt`). Output folders are written all at once or
+not at all, and never overwrite anything without ``--force``. Text the terminal's
+encoding cannot show (a file name) is printed escaped.
 
 Both commands switch on JAX's persistent compilation cache
 (:func:`bayescal.enable_compilation_cache`, in the user's cache folder or
@@ -15,11 +18,13 @@ leaves it off.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+from bayescal._cli import interrupt
 from bayescal._cli import options as _o
 from bayescal._cli.options import OneLineParser, UserError, bounded_int
 
@@ -117,17 +122,19 @@ def _build_parser() -> OneLineParser:
             "CSV file with a header in one layout: normal (y,loc,scale), draws "
             "(y,draw_0,...,draw_{S-1}), quantiles (y,q_0.1,q_0.5,...) or binary "
             "(y,prob). Without --layout the columns must match one layout exactly. "
-            "Prints a table, writes report.json and PNG plots into --out. Bad input: "
-            "one line on stderr and exit status 2."
+            "FILE may be a pipe or FIFO (e.g. <(cat d.csv)), read once into memory (at "
+            "most 1 GiB). Prints a table, writes report.json and PNG plots into --out. "
+            "Bad input: one line on stderr and exit status 2; Ctrl-C: exit status 130."
         ),
     )
-    ev.add_argument("file", metavar="FILE", help="a .csv, .nc (ArviZ NetCDF) or .zarr path")
+    ev.add_argument("file", metavar="FILE",
+                    help="a .csv, .nc (ArviZ NetCDF) or .zarr path, or a pipe or FIFO")
     ev.add_argument(
         "--format",
         choices=("auto", "csv", "netcdf", "zarr"),
         default="auto",
         help="file format; auto: by extension (.nc/.netcdf/.nc4/.h5/.hdf5 = NetCDF, "
-        ".zarr = zarr, else CSV)",
+        ".zarr = zarr, else CSV; a pipe: NetCDF if it begins as one, else CSV)",
     )
     ev.add_argument(
         "--layout",
@@ -193,54 +200,97 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bayescal`` command; returns the exit status.
 
     ``--help`` exits with status 0 (``SystemExit``, as argparse does); every error in
-    the options or the input prints one line on stderr and returns 2.
+    the options or the input prints one line on stderr and returns 2; Ctrl-C (SIGINT)
+    prints "interrupted" and returns 130, whatever was running when it came.
     """
+    command = ["bayescal"]
+    with _printable_streams(), interrupt.watching():
+        try:
+            _run(argv, command)
+            interrupt.check()  # a Ctrl-C swallowed on the way (see bayescal._cli.interrupt)
+            return 0
+        except SystemExit:
+            raise  # --help
+        except BaseException as err:
+            if interrupt.received() or isinstance(err, KeyboardInterrupt):
+                # whatever error the interruption became on the way
+                print(f"{command[0]}: interrupted", file=sys.stderr)
+                return interrupt.EXIT_STATUS
+            if isinstance(err, OSError):
+                # a system error the checks did not anticipate: still one line, exit 2
+                where = f"{err.filename}: " if err.filename else ""
+                err = UserError(f"{where}{err.strerror or err}")
+            if not isinstance(err, UserError):
+                raise
+            text = " ".join(str(err).split())  # one line, whatever the message held
+            print(f"{err.prog or command[0]}: error: {text}", file=sys.stderr)
+            return 2
+
+
+def _run(argv: Sequence[str] | None, command: list[str]) -> None:
+    """Parse ``argv`` and run the command; ``command[0]`` is set to its name."""
     parser = _build_parser()
-    command = "bayescal"
-    try:
-        args = parser.parse_args(argv)
-        command = f"bayescal {args.command}"
-        _enable_cache(args)
-        if args.command == "demo":
-            from bayescal._cli.demo import run_demo
+    args = parser.parse_args(argv)
+    command[0] = f"bayescal {args.command}"
+    _enable_cache(args)
+    if args.command == "demo":
+        from bayescal._cli.demo import run_demo
 
-            run_demo(
+        run_demo(
+            out=args.out,
+            seed=args.seed,
+            num_samples=args.num_samples,
+            num_warmup=args.num_warmup,
+            progress=not args.quiet,
+            force=args.force,
+        )
+    else:
+        from bayescal._cli.evaluate import InputError, run_evaluate
+
+        try:
+            run_evaluate(
+                args.file,
                 out=args.out,
+                fmt=args.format,
+                var_name=args.var_name,
+                layout=args.layout,
+                num_levels=args.num_levels,
+                bins=args.bins,
                 seed=args.seed,
-                num_samples=args.num_samples,
-                num_warmup=args.num_warmup,
-                progress=not args.quiet,
+                plots=not args.no_plots,
                 force=args.force,
+                chunk_mb=args.chunk_mb,
+                loo=not args.no_loo,
             )
-        else:
-            from bayescal._cli.evaluate import InputError, run_evaluate
+        except InputError as err:
+            raise UserError(str(err)) from None
+        except (ValueError, TypeError) as err:
+            # a library check the CLI did not anticipate: still one line, exit 2
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise UserError(first) from None
 
+
+@contextlib.contextmanager
+def _printable_streams() -> Iterator[None]:
+    """Print what the terminal's encoding cannot show (a file name in UTF-8 under
+    ``PYTHONIOENCODING=ascii`` or a C locale, bytes that are not UTF-8) escaped, as
+    ``\\xe9``, instead of failing with ``UnicodeEncodeError`` after the computation."""
+    changed = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        if errors == "strict" and hasattr(stream, "reconfigure"):
             try:
-                run_evaluate(
-                    args.file,
-                    out=args.out,
-                    fmt=args.format,
-                    var_name=args.var_name,
-                    layout=args.layout,
-                    num_levels=args.num_levels,
-                    bins=args.bins,
-                    seed=args.seed,
-                    plots=not args.no_plots,
-                    force=args.force,
-                    chunk_mb=args.chunk_mb,
-                    loo=not args.no_loo,
-                )
-            except InputError as err:
-                raise UserError(str(err)) from None
-            except (ValueError, TypeError) as err:
-                # a library check the CLI did not anticipate: still one line, exit 2
-                first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-                raise UserError(first) from None
-        return 0
-    except UserError as err:
-        text = " ".join(str(err).split())  # one line, whatever the message held
-        print(f"{err.prog or command}: error: {text}", file=sys.stderr)
-        return 2
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError, AttributeError):
+                continue
+            changed.append((stream, errors))
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            with contextlib.suppress(ValueError, OSError, AttributeError):
+                stream.reconfigure(errors=errors)
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

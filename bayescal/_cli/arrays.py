@@ -10,7 +10,10 @@ groups have them), in ``posterior_predictive``; its other dims are the sample di
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import os
 import pathlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -38,6 +41,8 @@ class DrawSource:
     var_name: str = ""
     tree: Any = None  # the opened DataTree (NetCDF/zarr), for LOO-PIT
     has_log_likelihood: bool = False
+    path: str = ""  # the file, for messages
+    signature: tuple | None = None  # a regular file's identity, size and time at opening
 
     def chunks(self, chunk_bytes: int, itemsize: int = 4) -> Iterator[tuple[int, np.ndarray]]:
         """Yield ``(offset, draws[:, offset:offset + n])`` as float64 or file dtype."""
@@ -66,12 +71,59 @@ class DrawSource:
                 b = min(a + rows, shape[k])
                 sel = {d: i for d, i in zip(self.obs_dims[:k], prefix, strict=True)}
                 sel[self.obs_dims[k]] = slice(a, b)
-                block = self._var.isel(sel).values  # reads only this block
+                with reading(self.path):
+                    block = self._var.isel(sel).values  # reads only this block
+                self.check_unchanged()
                 yield (base + a) * tail, block.reshape(self.num_draws, -1)
+
+    def check_unchanged(self) -> None:
+        """Refuse what was read if the file changed since it was opened: HDF5 reads the
+        part of a file truncated meanwhile as zeros, without an error."""
+        if self.signature is None:
+            return
+        now = file_signature(self.path)
+        if now != self.signature:
+            was, size = self.signature[2], now[2] if now else None
+            change = (f"{was:,} bytes, now {size:,}" if size is not None and size != was
+                      else "modified" if now else "removed")
+            raise InputError(
+                f"{self.path}: could not be read (the file changed while it was read: "
+                f"{change}); run again when it is complete"
+            )
 
     def close(self) -> None:
         for c in self.closers:
             c.close()
+
+
+def file_signature(path: str) -> tuple | None:
+    """A regular file's identity, size and modification time (None: it is gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def unreadable(path: object, err: BaseException) -> InputError:
+    """The error for a file whose data cannot be read (a corrupted compressed chunk, a
+    file truncated or removed while it is read): the reader's reason, one line."""
+    msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
+    return InputError(
+        f"{path}: could not be read ({type(err).__name__}{': ' + msg[:200] if msg else ''})"
+    )
+
+
+@contextlib.contextmanager
+def reading(path: object) -> Iterator[None]:
+    """Any failure of the reader (h5py's ``OSError``, netCDF4's and numcodecs'
+    ``RuntimeError``, ...) becomes :func:`unreadable`; Ctrl-C stays Ctrl-C."""
+    try:
+        yield
+    except (InputError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - a reader's failure is a bad file
+        raise unreadable(path, err) from None
 
 
 def in_memory(y: np.ndarray, draws: np.ndarray, source: str) -> DrawSource:
@@ -84,8 +136,13 @@ def _describe(var) -> str:
     return "(" + ", ".join(f"{d}={n}" for d, n in zip(var.dims, var.shape, strict=True)) + ")"
 
 
-def open_lazy(path: pathlib.Path, fmt: str, var_name: str | None) -> DrawSource:
-    """Open ``posterior_predictive`` and ``observed_data`` lazily and align them."""
+def open_lazy(
+    path: pathlib.Path, fmt: str, var_name: str | None, data: bytes | None = None
+) -> DrawSource:
+    """Open ``posterior_predictive`` and ``observed_data`` lazily and align them.
+
+    ``data``: the file's content, read from a pipe (opened from memory).
+    """
     import xarray as xr
 
     engine = None
@@ -97,8 +154,10 @@ def open_lazy(path: pathlib.Path, fmt: str, var_name: str | None) -> DrawSource:
                 f"{path}: reading zarr needs the optional zarr package (pip install zarr)"
             ) from None
         engine = "zarr"
+    # taken before opening: a file that changes from now on is refused (check_unchanged)
+    signature = file_signature(str(path)) if data is None and path.is_file() else None
     try:
-        tree = xr.open_datatree(path, engine=engine)
+        tree = xr.open_datatree(path if data is None else io.BytesIO(data), engine=engine)
     except Exception as err:  # noqa: BLE001 - any reader failure is a bad file
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise InputError(
@@ -106,7 +165,11 @@ def open_lazy(path: pathlib.Path, fmt: str, var_name: str | None) -> DrawSource:
             f"({type(err).__name__}: {msg[:200]})"
         ) from None
     try:
-        return _align(path, tree, var_name, fmt)
+        with reading(path):
+            src = _align(path, tree, var_name, fmt)
+        src.signature = signature
+        src.check_unchanged()  # y was read
+        return src
     except BaseException:
         tree.close()
         raise
@@ -188,4 +251,5 @@ def _align(path, tree, var_name, fmt) -> DrawSource:
         var_name=str(var_name),
         tree=tree,
         has_log_likelihood="log_likelihood" in groups,
+        path=str(path),
     )

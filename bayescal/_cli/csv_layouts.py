@@ -21,6 +21,7 @@ or without a byte-order mark, LF or CRLF line ends).
 from __future__ import annotations
 
 import csv
+import io
 import pathlib
 import re
 import warnings
@@ -46,9 +47,15 @@ def _found(columns: list[str]) -> str:
     return ", ".join(shown)
 
 
-def _read_header(path: pathlib.Path) -> list[str]:
+def _open_text(path: pathlib.Path, data: bytes | None):
+    if data is None:
+        return path.open(newline="", encoding="utf-8-sig")
+    return io.TextIOWrapper(io.BytesIO(data), newline="", encoding="utf-8-sig")
+
+
+def _read_header(path: pathlib.Path, data: bytes | None = None) -> list[str]:
     try:
-        with path.open(newline="", encoding="utf-8-sig") as f:
+        with _open_text(path, data) as f:
             first = ""
             for line in f:
                 if line.strip():
@@ -121,11 +128,14 @@ def detect_layout(path: pathlib.Path, header: list[str], layout: str | None):
     return exact[0]
 
 
-def read_csv(path: pathlib.Path, layout: str | None) -> dict[str, Any]:
-    """Read a CSV file into the arrays of its layout (float64, before validation)."""
+def read_csv(path: pathlib.Path, layout: str | None, data: bytes | None = None) -> dict[str, Any]:
+    """Read a CSV file into the arrays of its layout (float64, before validation).
+
+    ``data``: the file's content, read from a pipe (parsed from memory).
+    """
     import pandas as pd
 
-    header = _read_header(path)
+    header = _read_header(path, data)
     layout, take, ignored = detect_layout(path, header, layout)
     wanted = ["y", *take]
     try:
@@ -133,7 +143,7 @@ def read_csv(path: pathlib.Path, layout: str | None) -> dict[str, Any]:
             # "Length of header or names does not match length of data": a row with
             # more fields than the header, which pandas would silently truncate
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = _read_frame(pd, path)
+            frame = _read_frame(pd, path if data is None else io.BytesIO(data))
     except pd.errors.ParserWarning:
         raise InputError(
             f"{path}: a row has more fields than the header ({len(header)} columns: "
@@ -143,6 +153,10 @@ def read_csv(path: pathlib.Path, layout: str | None) -> dict[str, Any]:
         raise InputError(f"{path}: not a UTF-8 text CSV file ({err.reason})") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "Calling read(nbytes) on source failed" in first:
+            # pandas' C reader reports so any failure of the read itself (an I/O error;
+            # also Ctrl-C, which bayescal.cli.main reports as an interruption)
+            raise InputError(f"{path}: could not be read (the read call failed)") from None
         raise InputError(f"{path}: not a well-formed CSV file ({first})") from None
     except OSError as err:
         raise InputError(f"{path}: cannot read the file ({err.strerror})") from None

@@ -19,18 +19,29 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import stat
 from typing import Any
 
 import numpy as np
 
-from bayescal._cli.arrays import DrawSource, in_memory, open_lazy
+from bayescal._cli import interrupt
+from bayescal._cli.arrays import (
+    DrawSource,
+    file_signature,
+    in_memory,
+    open_lazy,
+    unreadable,
+)
 from bayescal._cli.csv_layouts import InputError, read_csv
 from bayescal._cli.output import check_target, staged_output
+from bayescal._cli.paths import read_stream, stat_input
 from bayescal._cli.report import format_table
 
 __all__ = ["InputError", "load_task", "run_evaluate", "draw_statistics"]
 
 _NETCDF_SUFFIXES = (".nc", ".netcdf", ".nc4", ".h5", ".hdf5")
+# how a NetCDF stream begins (netCDF-4 / HDF5, then classic netCDF): a pipe has no suffix
+_MAGIC = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
 
 
 def compute_dtype() -> np.dtype:
@@ -45,29 +56,39 @@ def load_task(
     path_str: str, *, fmt: str = "auto", var_name: str | None = None, layout: str | None = None
 ) -> dict[str, Any]:
     path = pathlib.Path(path_str)
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
+    st = stat_input(path_str)  # refuses a device, a socket, a name too long
+    data = None
+    if stat.S_ISFIFO(st.st_mode):  # a FIFO or a pipe (<(cat d.csv)): read once, whole
+        data = read_stream(path_str)
     if fmt == "auto":
         suffix = path.suffix.lower()
         if suffix == ".zarr":
             fmt = "zarr"
-        elif suffix in _NETCDF_SUFFIXES:
+        elif suffix in _NETCDF_SUFFIXES or (data is not None and data.startswith(_MAGIC)):
             fmt = "netcdf"
         else:
             fmt = "csv"
-    if path.is_dir() and fmt != "zarr":
+    if stat.S_ISDIR(st.st_mode) and fmt != "zarr":
         raise InputError(f"{path}: is a folder, not a file (a zarr store needs --format zarr)")
+    if data is not None and fmt == "zarr":
+        raise InputError(f"{path}: is a pipe or FIFO; a zarr store is a folder")
     if fmt in ("netcdf", "zarr"):
         if layout not in (None, "draws", "binary"):
             raise InputError(
                 f"{path}: --layout {layout} does not apply to {fmt} files (they hold draws)"
             )
-        src = open_lazy(path, fmt, var_name)
+        src = open_lazy(path, fmt, var_name, data=data)
         return {"layout": "draws", "source": src.source, "y": src.y, "draws": src,
                 "file_kind": fmt}
     if var_name is not None:
         raise InputError("--var-name applies to NetCDF and zarr files, not to CSV")
-    task = read_csv(path, layout)
+    before = file_signature(path_str) if data is None else None
+    task = read_csv(path, layout, data=data)
+    if before is not None and file_signature(path_str) != before:
+        raise InputError(
+            f"{path}: could not be read (the file changed while it was read); run again "
+            "when it is complete"
+        )
     if task["layout"] == "draws":
         task["draws"] = in_memory(task["y"], task["draws"], task["source"])
     return task
@@ -366,6 +387,13 @@ def _loo_report(src: DrawSource, dtype, num_levels, seed, integer) -> dict[str, 
             out = baz.loo_pit(src.tree, src.var_name, key=key, flat=True)
     except (ValueError, TypeError) as err:
         return {"skipped": f"LOO-PIT not computed: {err}"}
+    except (OSError, RuntimeError) as err:
+        # a corrupted chunk of log_likelihood or posterior (h5py: OSError; netCDF4,
+        # numcodecs: RuntimeError); JAX's own runtime errors are not the file's
+        if isinstance(err, jax.errors.JaxRuntimeError):
+            raise
+        raise unreadable(src.path, err) from None
+    src.check_unchanged()  # the draws, log-likelihood and posterior were read whole
     pit = np.asarray(out.pit, dtype=np.float64)
     k = np.asarray(out.pareto_k, dtype=np.float64)
     if pit.shape != src.y.shape or not np.isfinite(pit).all():
@@ -411,6 +439,7 @@ def run_evaluate(
     loo: bool = True,
 ) -> dict[str, Any]:
     out_dir = pathlib.Path(out)
+    stat_input(file)  # a name too long, a device: refused first (nothing read)
     check_target(out_dir, force=force, names=REPORT_FILES, inputs=[file])  # before any work
     dtype = compute_dtype()
     task = load_task(file, fmt=fmt, var_name=var_name, layout=layout)
@@ -452,6 +481,7 @@ def run_evaluate(
         if isinstance(task.get("draws"), DrawSource):
             task["draws"].close()
     result["notes"] = task.get("notes", []) + result["notes"]
+    interrupt.check()  # a Ctrl-C swallowed on the way (see interrupt): no table
 
     print(f"{file}: {kind}, {n} observations, from {task['source']}")
     if kind == "regression":

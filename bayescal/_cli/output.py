@@ -22,9 +22,14 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator
 
+from bayescal._cli import interrupt
 from bayescal._cli.options import UserError
+from bayescal._cli.paths import name_problem, shown
 
 TMP_PREFIX = ".tmp-bayescal-"
+# room left in a path to --out for the names joined to it: "/" and a report file's
+# name, or the staging folder's (TMP_PREFIX and 8 random characters)
+_ROOM = 1 + 32
 
 
 def _umask() -> int:
@@ -78,6 +83,9 @@ def check_target(
     a folder or a special file in ``out``); ``inputs``: the files the command reads
     (``out`` may be neither one of them nor a folder containing one).
     """
+    problem = name_problem(out, room=_ROOM)
+    if problem:  # else ENAMETOOLONG: a traceback, or an error after the computation
+        raise UserError(f"--out {shown(out)}: {problem}; choose a shorter --out")
     if out.is_symlink() and not out.exists():
         raise UserError(f"--out {out}: a broken symbolic link; remove it or choose another")
     if out.exists() and not out.is_dir():
@@ -154,6 +162,8 @@ class _Signals:
         self.pending: int | None = None
 
     def _handler(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGINT:
+            interrupt.note()
         if self.holding:
             self.pending = self.pending or signum
             return
@@ -177,9 +187,10 @@ class _Signals:
     def installed(self) -> Iterator[None]:
         previous = {}
         if threading.current_thread() is threading.main_thread():
-            defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+            defaults = {signal.SIGINT: (signal.default_int_handler, interrupt.handler),
+                        signal.SIGTERM: (signal.SIG_DFL,)}
             for signum, default in defaults.items():
-                if signal.getsignal(signum) is default:
+                if any(signal.getsignal(signum) is d for d in default):
                     previous[signum] = signal.signal(signum, self._handler)
         error: BaseException | None = None
         try:
@@ -229,6 +240,7 @@ def staged_output(
                 tmp = pathlib.Path(tempfile.mkdtemp(dir=parent, prefix=TMP_PREFIX))
             signals.act_on_pending()
             yield tmp
+            interrupt.check()  # a Ctrl-C swallowed on the way (see interrupt): no report
             os.chmod(tmp, 0o777 & ~_umask())
             with signals.held():
                 _move_into_place(tmp, out, force=force, inputs=inputs)
