@@ -784,8 +784,7 @@ def markdown(
         "package has it, else `jax_compilation_cache_dir` with "
         "`jax_persistent_cache_min_compile_time_secs = 0`; this run: "
         f"{', '.join(f'`{u}`' for u in sorted(used))}). Speed ratios are peer time "
-        "/ bayescal time (above 1: bayescal is faster). This is the state before the "
-        "cold-start work of the issue 'First result fast'; after a change, rerun the "
+        "/ bayescal time (above 1: bayescal is faster). After a change, rerun the "
         "script and replace this section with what it prints.",
         "",
     ]
