@@ -35,6 +35,7 @@ from bayescal._src import validation as _v
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import as_key, check_level
+from bayescal._src.sorting import gather_whole
 from bayescal.classification._inputs import binary_inputs, quick_compiler_options
 
 __all__ = [
@@ -454,6 +455,11 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
     ``n`` draws, which are those of an unpadded call (the random bits of a slot do not
     depend on the array's length).
     """
+    # Sharded over a mesh: each device resamples the whole data (one explicit gather).
+    # Resampled with collectives inside every step, the band aborted an 8-device CPU
+    # mesh under jit (N = 32,768: an all-reduce rendezvous timeout, SIGABRT).
+    y, p = gather_whole(y, "The smooth reliability band"), gather_whole(p, "The smooth reliability band")
+    w = None if w is None else gather_whole(w, "The smooth reliability band")
     size = p.shape[-1]
     slot = jnp.arange(size)
     base = jnp.ones_like(p) if w is None else w
