@@ -84,6 +84,16 @@ def _regression(n: int = N, seed: int = 3):
     )
 
 
+def _gather_inputs(n: int = 1024):
+    rng = np.random.default_rng(4)
+    return (
+        rng.normal(size=(n, 3)).astype(np.float32),
+        rng.integers(-5, 5, n).astype(np.int32),
+        rng.uniform(size=n) < 0.5,
+        rng.normal(size=(n, 2)).astype(np.float16),
+    )
+
+
 def _with_gather_limit(fn, limit):
     """``fn`` run with ``sorting.GATHER_MAX_SIZE = limit`` (its size guard, tested small)."""
 
@@ -102,7 +112,7 @@ def _with_gather_limit(fn, limit):
 # --------------------------------------------------------------------------- cases
 #: Cases that must raise on the mesh: ``{name: regex of the message}``.
 RAISES = {
-    "fit_isotonic_beyond_gather_limit": r"needs the whole array on every device.*"
+    "fit_isotonic_beyond_gather_limit": r"needs the whole data on every device.*"
     r"jax\.device_put\(x, jax\.devices\(\)\[0\]\)",
 }
 
@@ -124,6 +134,7 @@ def pav_cases():
 
     from bayescal import classification as C
     from bayescal import core
+    from bayescal._src.sorting import gather_all
 
     key = jax.random.key(0)
     return {
@@ -147,6 +158,8 @@ def pav_cases():
             lambda y, w: core.isotonic_regression(y, weights=w, increasing=False),
             (_responses(N), _regression()["scale"]),
         ),
+        # sorting.gather_all packs arrays of several dtypes into one gather, bit for bit
+        "gather_all": lambda: (lambda *a: gather_all(a, "test"), _gather_inputs()),
         # another N than fit_isotonic's: no compiled program to reuse (it would not trace)
         "fit_isotonic_beyond_gather_limit": lambda: (
             _with_gather_limit(C.fit_isotonic, 1000),

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.binning import two_sum
-from bayescal._src.sorting import gather_whole, several_devices
+from bayescal._src.sorting import gather_all, several_devices
 
 __all__ = ["SMALL_ROW", "device_isotonic", "isotonic_kernel"]
 
@@ -254,8 +254,8 @@ def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.
     """
     dtype = y.dtype
     work = jnp.promote_types(dtype, jnp.float32)
-    y = gather_whole(y, "Isotonic regression (PAV)")
-    w = gather_whole(jnp.broadcast_to(w, y.shape), "Isotonic regression (PAV)").astype(work)
+    y, w = gather_all((y, jnp.broadcast_to(w, y.shape)), "Isotonic regression (PAV)", (-1, -1))
+    w = w.astype(work)
     y = y.astype(work)
     if y.shape[-1] == 0:
         return y.astype(dtype)

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.isotonic import isotonic_kernel
-from bayescal._src.sorting import gather_whole, several_devices
+from bayescal._src.sorting import gather_all, several_devices
 
 __all__ = ["IsotonicFit", "PooledTies", "argsort_last_axis", "isotonic_fit", "pool_ties"]
 
@@ -258,8 +258,7 @@ def isotonic_fit(x: jax.Array, y: jax.Array, w: jax.Array | None = None) -> Isot
     """
     # Sharded over a mesh: sorted, pooled and fitted whole on every device (see
     # sorting.gather_whole), not with collectives inside every step.
-    x, y = gather_whole(x, "An isotonic fit"), gather_whole(y, "An isotonic fit")
-    w = None if w is None else gather_whole(w, "An isotonic fit")
+    x, y, w = gather_all((x, y, w), "An isotonic fit", (-1, -1, -1))
     fit = _isotonic_fit_1d
     for _ in range(x.ndim - 1):
         fit = jax.vmap(fit, in_axes=(0, 0, None if w is None else 0))
