@@ -145,12 +145,14 @@ test-fast: $(VENV)/.test-installed
 # adapter's data handling, the sharded and multi-host runs); the float32 run covers
 # those. Split in two: X64_CORE, the numerics where float32 and float64 take different
 # paths or tolerances (binning kernels and compensated sums, PIT tails, PIT from draws
-# and quantiles, proper scores, binned means), run by `make test`; and the rest,
+# and quantiles, proper scores, binned means, the PAV in XLA), run by `make test`; and the rest,
 # `make test-x64`, run by CI. Both together: `make test-x64-core test-x64`.
 X64_IGNORE := $(addprefix --ignore=tests/,test_cli.py test_plot.py test_datasets.py \
-	test_calibrator_io.py test_arviz.py test_sharding.py test_multihost.py)
+	test_calibrator_io.py test_arviz.py test_sharding.py test_sharded_inputs.py \
+	test_multihost.py)
 X64_CORE := $(addprefix tests/,test_kernels.py test_pit_quantiles_tails.py \
-	test_regression_pit.py test_regression_scores.py test_classification_core.py)
+	test_regression_pit.py test_regression_scores.py test_classification_core.py \
+	test_isotonic_device.py)
 
 test-x64-core: $(VENV)/.test-installed
 	$(PYTEST_X64_CORE)

@@ -52,6 +52,7 @@ from bayescal._src.resampling import (
     bootstrap,
     null_pvalue,
 )
+from bayescal._src.sorting import gather_all
 
 __all__ = [
     # result types
@@ -142,6 +143,8 @@ def isotonic_regression(
     >>> isotonic_regression([1.0, 3.0, 2.0, 4.0]).tolist()
     [1.0, 2.5, 2.5, 4.0]
     """
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y, weights = gather_all((y, weights), "Isotonic regression (PAV)", (-1, -1))
     y = _v.as_float_array(y, "y")
     _v.check_ndim(y, "y", range(1, 8))
     _v.check_nonempty(y, "y")

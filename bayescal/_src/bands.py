@@ -30,7 +30,7 @@ from bayescal._src.resampling import (
     check_level,
     default_batch_size,
 )
-from bayescal._src.sorting import several_devices, sort_last_axis
+from bayescal._src.sorting import gather_whole, several_devices, sort_last_axis
 
 __all__ = [
     "Band",
@@ -267,7 +267,8 @@ def _corp_refit(key, x_sorted, group, rank, grid):
 
 @functools.partial(jax.jit, static_argnames=("num_samples", "batch_size"))
 def _corp_kernel(x, grid, key, level, num_samples, batch_size):
-    x_sorted = sort_last_axis(x)
+    # sharded over a mesh: resampled and refitted whole on every device (one gather)
+    x_sorted = sort_last_axis(gather_whole(x, "The CORP consistency band"))
     group, rank = _tie_structure(x_sorted)
     keys = jax.random.split(key, num_samples)
     fits = jax.lax.map(

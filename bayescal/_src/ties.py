@@ -6,7 +6,9 @@ values), and runs the core's weighted PAV on the pooled means. Everything has a 
 shape (``n`` slots; slots past the number of distinct values are padding), so it works
 under ``jax.jit`` and ``jax.vmap``. On CPU the sorting and pooling run on the host
 (:func:`pool_ties`: numpy's argsort of 1e6 floats is ~15 ms, XLA's CPU sort ~50x
-slower, and XLA's CPU scatter-adds and cumsum are slow too); elsewhere XLA does them.
+slower, and XLA's CPU scatter-adds and cumsum are slow too); elsewhere, and wherever
+several devices are present (a host callback on a sharded input aborts a CPU mesh: see
+:mod:`bayescal._src.isotonic`), XLA does them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.isotonic import isotonic_kernel
+from bayescal._src.sorting import gather_all, several_devices
 
 __all__ = ["IsotonicFit", "PooledTies", "argsort_last_axis", "isotonic_fit", "pool_ties"]
 
@@ -35,8 +38,8 @@ def _cpu_argsort(x: jax.Array) -> jax.Array:
 def argsort_last_axis(x: jax.Array) -> jax.Array:
     """Indices that sort ``x`` along its last axis (int32; order of ties unspecified).
 
-    On CPU the sort runs on the host through a callback (numpy); on accelerators XLA
-    sorts. Works under ``jit`` and ``vmap``.
+    On one CPU device the sort runs on the host through a callback (numpy); on
+    accelerators and with several devices XLA sorts. Works under ``jit`` and ``vmap``.
 
     Examples
     --------
@@ -45,6 +48,8 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
     >>> argsort_last_axis(jnp.array([0.3, 0.1, 0.2])).tolist()
     [1, 2, 0]
     """
+    if several_devices():
+        return jnp.argsort(x, axis=-1).astype(jnp.int32)
     return jax.lax.platform_dependent(
         x,
         cpu=_cpu_argsort,
@@ -216,9 +221,12 @@ class IsotonicFit(NamedTuple):
 
 
 def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array | None) -> IsotonicFit:
-    order, group, thresholds, mean, weight, num = jax.lax.platform_dependent(
-        x, y, w, cpu=_cpu_pool, default=_xla_pool
-    )
+    if several_devices():
+        order, group, thresholds, mean, weight, num = _xla_pool(x, y, w)
+    else:
+        order, group, thresholds, mean, weight, num = jax.lax.platform_dependent(
+            x, y, w, cpu=_cpu_pool, default=_xla_pool
+        )
     valid = jnp.arange(x.shape[-1]) < num
     # The padding sits at the largest pooled mean with weight 1: the isotonic fit of
     # the real slots never exceeds that value, so the padding adds no violation and
@@ -248,6 +256,9 @@ def isotonic_fit(x: jax.Array, y: jax.Array, w: jax.Array | None = None) -> Isot
     >>> int(fit.num_thresholds), fit.fitted.tolist()
     (3, [0.5, 0.5, 0.5, 0.5])
     """
+    # Sharded over a mesh: sorted, pooled and fitted whole on every device (see
+    # sorting.gather_whole), not with collectives inside every step.
+    x, y, w = gather_all((x, y, w), "An isotonic fit", (-1, -1, -1))
     fit = _isotonic_fit_1d
     for _ in range(x.ndim - 1):
         fit = jax.vmap(fit, in_axes=(0, 0, None if w is None else 0))

@@ -28,6 +28,7 @@ from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
     binary_inputs,
@@ -417,6 +418,8 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     >>> [round(v, 3) for v in cal([0.0, 0.2, 0.8, 1.0]).tolist()]
     [0.0, 0.25, 1.0, 1.0]
     """
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_score = gather_all((y_true, y_score), "An isotonic fit (PAV)")
     y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
     # In a bucketed call the padding (copies of the last observation) gets weight 0:
     # pooled with that observation's tie, it changes no fitted value.
@@ -1002,6 +1005,9 @@ def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
     for its message). With ``n`` (a padded bucket) the isotonic knots have the
     bucket's length; the caller cuts them to ``N``.
     """
+    if method == "isotonic":
+        # On a mesh: the whole data on every device, in ONE collective (gather_all)
+        y_true, probs = gather_all((y_true, probs), "An isotonic fit (PAV)")
     y, p = multiclass_inputs(y_true, probs)
     num, num_classes = p.shape
     weights = newton.mask_weights(n, num, p.dtype)

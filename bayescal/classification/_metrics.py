@@ -18,6 +18,7 @@ from bayescal._src.curve import CalibrationCurve
 from bayescal._src.options import NORMS, BinStrategy, KeyLike, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
+from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
     Bins,
@@ -673,6 +674,8 @@ def brier_decomposition(y_true: Any, y_prob: Any) -> BrierDecomposition:
     >>> [round(float(v), 4) for v in d]
     [0.075, 0.125, 0.25]
     """
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_prob = gather_all((y_true, y_prob), "The CORP Brier decomposition (PAV)")
     y, p = binary_inputs(y_true, y_prob)
     return _corp_kernel(y, p, _v.mask_weights(None, p.shape, p.dtype))
 

@@ -35,6 +35,7 @@ from bayescal._src import validation as _v
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import as_key, check_level
+from bayescal._src.sorting import gather_all
 from bayescal.classification._inputs import binary_inputs, quick_compiler_options
 
 __all__ = [
@@ -335,6 +336,8 @@ def smooth_calibration_error(
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def _smooth_calibration_error(y_true, y_prob, *, bandwidth):
     """``(smece, bandwidth)``; one compiled program per bucket of N, search included."""
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_prob = gather_all((y_true, y_prob), "The smooth calibration error")
     y, p = binary_inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape, p.dtype)
     bw, err = _resolve(y, p, w, bandwidth)
@@ -418,6 +421,8 @@ def smooth_reliability_curve(
     >>> c.expected.tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_prob = gather_all((y_true, y_prob), "The smooth reliability curve")
     y, p = binary_inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape, p.dtype)
     bw, _ = _resolve(y, p, w, bandwidth)
@@ -539,6 +544,8 @@ def smooth_reliability_band(
 
 def _band(key, y_true, y_prob, *, bandwidth, num_points, num_samples, level):
     k = as_key(key)
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_prob = gather_all((y_true, y_prob), "The smooth reliability band")
     y, p = binary_inputs(y_true, y_prob)
     num_samples = _v.check_positive_int(num_samples, "num_samples", minimum=2)
     lev = check_level(level)

@@ -20,6 +20,7 @@ from bayescal._src.resampling import (
     default_batch_size,
     percentile_interval,
 )
+from bayescal._src.sorting import gather_all
 from bayescal._src.ties import argsort_last_axis, isotonic_fit
 from bayescal.classification._inputs import binary_inputs, resolve_bins
 from bayescal.classification._metrics import _reliability_kernel
@@ -118,6 +119,8 @@ def corp_curve(
     >>> c.observed.tolist()
     [0.0, 0.5, 0.5, 1.0]
     """
+    # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
+    y_true, y_prob = gather_all((y_true, y_prob), "The CORP curve (PAV)")
     y, p = binary_inputs(y_true, y_prob)
     if key is not None:
         key = check_key(key)
