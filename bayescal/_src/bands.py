@@ -13,7 +13,10 @@ to move a quantile by several counts.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -41,6 +44,8 @@ __all__ = [
     "ecdf_band_kernel",
     "simulate_ecdf_counts",
     "cell_draws",
+    "use_xla_draws",
+    "xla_draws",
     "MULTINOMIAL_PER_POINT",
 ]
 
@@ -435,6 +440,28 @@ _DRAWS = ("multinomial", "gamma", "hypergeometric")
 _HOST_DRAWS = {kind: functools.partial(_host_cell_draws, kind=kind) for kind in _DRAWS}
 
 
+_XLA_DRAWS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "bayescal_xla_draws", default=False
+)
+
+
+@contextlib.contextmanager
+def xla_draws() -> Iterator[None]:
+    """Within this block, programs traced draw with ``jax.random`` as on several
+    devices (tests: the mesh's draws on one device; clear JAX's caches around it, a
+    program traced before keeps its draws)."""
+    token = _XLA_DRAWS.set(True)
+    try:
+        yield
+    finally:
+        _XLA_DRAWS.reset(token)
+
+
+def use_xla_draws() -> bool:
+    """Whether random cell draws run in XLA: several devices, or :func:`xla_draws`."""
+    return several_devices() or _XLA_DRAWS.get()
+
+
 def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multinomial"):
     """Random counts (or weights) per cell for one key, in ``weights``' dtype, exact:
     ``"multinomial"``: ``n`` trials over cells of probability proportional to
@@ -451,7 +478,7 @@ def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multi
     of that kind keep an XLA path of their own there.
     """
     dtype = weights.dtype
-    if several_devices():
+    if use_xla_draws():
         if kind == "gamma":
             g = jax.random.gamma(key, jnp.maximum(weights, 1))
             return jnp.where(weights > 0, g, 0).astype(dtype)

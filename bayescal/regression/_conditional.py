@@ -22,14 +22,13 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.bands import cell_draws
+from bayescal._src.bands import cell_draws, use_xla_draws
 from bayescal._src.binning import bin_index, bin_sums, count_at_or_below, grid_index
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, curve_gap
 from bayescal._src.options import BinStrategy, CurveKind, Norm
 from bayescal._src.resampling import as_key
-from bayescal._src.sorting import several_devices
 
 __all__ = [
     "expected_normalized_calibration_error",
@@ -572,7 +571,7 @@ def _adversarial_kernel(
     sizes = jnp.repeat(counts, per_size)  # one lane per (size, trial, draw)
     if replace:
         per_level = _subset_counts_with_replacement(key, b, sizes, num_levels, n)
-    elif several_devices():
+    elif use_xla_draws():
         per_level = _subset_counts_without_replacement(key, b, sizes, num_levels, n)
     else:
         per_level = _subset_counts_hypergeometric(key, b, sizes, num_levels, n)
