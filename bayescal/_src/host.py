@@ -570,17 +570,20 @@ def _interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     return np.where(x >= xp[-1], fp[-1], out)
 
 
-def _knots(*arrays: Any) -> list[np.ndarray] | None:
-    """Fitted knots as 1-D float arrays of one dtype in host memory, or None."""
+def _knots(*arrays: Any, dtype: Any = None) -> list[np.ndarray] | None:
+    """Fitted knots as 1-D float arrays of one dtype in host memory, or None; cast to
+    ``dtype`` when given (checked once, after the cast, as the kernel reads them)."""
     if not all(
         isinstance(a, jax.Array) and a.ndim == 1 and a.size and host_resident(a)
         for a in arrays
     ):
         return None
     out = [np.asarray(a) for a in arrays]
-    dtype = out[0].dtype
-    if dtype not in (_F32, _F64) or any(a.dtype != dtype or a.shape != out[0].shape for a in out):
+    own = out[0].dtype
+    if own not in (_F32, _F64) or any(a.dtype != own or a.shape != out[0].shape for a in out):
         return None
+    if dtype is not None:
+        out = [a.astype(dtype) for a in out]
     if not all(_normal(a) for a in out):
         return None
     return out
@@ -645,10 +648,9 @@ def fit_isotonic(y_true: Any, y_score: Any) -> Any:
 def isotonic_apply(calibrator: Any, y_score: Any) -> Any:
     """``IsotonicCalibrator.__call__`` on the host."""
     s = _floats(y_score)
-    knots = _knots(calibrator.thresholds, calibrator.values)
-    if s is None or knots is None or s.size == 0 or not _normal(s.reshape(-1)):
+    if s is None or s.size == 0 or not _normal(s.reshape(-1)):
         return None
-    xp, fp = (k.astype(s.dtype) for k in knots)
-    if not (_normal(xp) and _normal(fp)):
+    knots = _knots(calibrator.thresholds, calibrator.values, dtype=s.dtype)
+    if knots is None:
         return None
-    return _device(_interp(s, xp, fp).astype(s.dtype))
+    return _device(_interp(s, *knots).astype(s.dtype))
