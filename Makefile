@@ -48,12 +48,14 @@ TIER := -m "not docs"
 # calls on the JAX of `make test`; the padding's conditions (prefix-stable random draws,
 # symbolic shapes for NumPyro models) are those of JAX >= 0.5, and on jax 0.4.38 some
 # keyed cases do not hold yet (open in the issue "First result fast").
+# And the sharded fuzz harness (test_fuzz_sharded.py, ~2 minutes of CPU): the tiers run
+# every public function on a mesh already (test_sharded_*.py).
 TIER_SKIP := classification_metrics classification_calibrators classification_core \
 	classification_errors classification_properties classification_uncertainty \
 	regression_metrics regression_recalibration regression_pit regression_scores \
 	smooth_ece resampling conditional conformal pit_quantiles_tails \
 	bucketing bucketing_regression bucketing_uncertainty bucketing_classification \
-	compile_budget
+	compile_budget fuzz_sharded
 TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,$(TIER_SKIP),--ignore=tests/test_$(t).py) \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
@@ -149,7 +151,7 @@ test-fast: $(VENV)/.test-installed
 # `make test-x64`, run by CI. Both together: `make test-x64-core test-x64`.
 X64_IGNORE := $(addprefix --ignore=tests/,test_cli.py test_plot.py test_datasets.py \
 	test_calibrator_io.py test_arviz.py test_sharding.py test_sharded_inputs.py \
-	test_multihost.py)
+	test_multihost.py test_fuzz_sharded.py)
 X64_CORE := $(addprefix tests/,test_kernels.py test_pit_quantiles_tails.py \
 	test_regression_pit.py test_regression_scores.py test_classification_core.py \
 	test_isotonic_device.py)

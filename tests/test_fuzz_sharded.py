@@ -1,0 +1,64 @@
+"""The fuzz harness on inputs sharded over 8 simulated CPU devices (issue 22, done-when).
+
+Every entry of ``tests/test_fuzz.py``'s table, with inputs drawn by its builders and
+mutated by its value mutations, put on an 8-device CPU mesh: the harness's property
+holds, and the outcome is the one on the gathered inputs. The work is done by
+``tests/_fuzz_sharded.py`` in a subprocess (the device count is fixed when JAX starts).
+Float32 only (``make test``): the sharded code paths are the same under x64, and the
+subprocess costs about two minutes of CPU.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from test_fuzz import TABLE  # noqa: E402
+
+#: Seconds for the subprocess that runs every entry on an 8-device mesh (~1 min idle).
+SHARDED_TIMEOUT = 600
+
+
+@pytest.fixture(scope="module")
+def sharded_fuzz():
+    """Run ``tests/_fuzz_sharded.py`` once; its JSON lines by entry, and its output."""
+    script = pathlib.Path(__file__).with_name("_fuzz_sharded.py")
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True,
+            timeout=SHARDED_TIMEOUT, cwd=script.parents[1],
+        )
+        output, code = proc.stdout, proc.returncode
+        stderr = proc.stderr
+    except subprocess.TimeoutExpired as err:
+        output = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
+        stderr, code = "timed out", None
+    lines = {}
+    for line in output.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            lines[record["entry"]] = record
+    return lines, output, stderr, code
+
+
+@pytest.mark.parametrize("entry", TABLE, ids=[e.name for e in TABLE])
+def test_sharded_inputs_reject_or_match(sharded_fuzz, entry):
+    """On inputs sharded over 8 CPU devices: the property above, and the same outcome.
+
+    The same exception class as, or results equal to, the call on the gathered inputs,
+    eagerly and under ``jit`` (``tests/_fuzz_sharded.py``; a subprocess because the
+    device count is fixed when JAX starts). An abort or a hang fails the entry it
+    happened in and every entry after it.
+    """
+    lines, output, stderr, code = sharded_fuzz
+    if entry.name not in lines:
+        started = [x for x in output.splitlines() if x.startswith("start ")]
+        pytest.fail(
+            f"{entry.name}: no result (exit status {code}; last started: "
+            f"{started[-1] if started else None}); stderr tail:\n{stderr[-2000:]}"
+        )
+    record = lines[entry.name]
+    assert record["ok"], record["message"]
