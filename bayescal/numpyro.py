@@ -37,7 +37,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
-from bayescal._src.validation import host_resident
+from bayescal._src.validation import host_resident, narrows, reject_masked
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
@@ -123,6 +123,7 @@ class _Checks:
             return x.astype(_default_float())
         if isinstance(x, str | bytes) or x is None:
             raise TypeError(f"{name} must be an array of numbers; got {type(x).__name__}.")
+        reject_masked(x, name)  # np.asarray would drop the mask
         h = np.asarray(x)
         if h.dtype == object or not (np.issubdtype(h.dtype, np.number) or h.dtype == bool):
             raise TypeError(f"{name} must be an array of numbers; got dtype {h.dtype}.")
@@ -385,6 +386,8 @@ def _split_model_args(args, kwargs):
     dynamic_index = tuple(
         i for i, leaf in enumerate(leaves) if isinstance(leaf, np.ndarray | jax.Array)
     )
+    for i in dynamic_index:  # device_put would drop a mask
+        reject_masked(leaves[i], "a model argument")
     static = tuple(None if i in dynamic_index else leaf for i, leaf in enumerate(leaves))
     # numpy leaves are moved with device_put: jnp.asarray compiles a program per shape
     dynamic = [
@@ -484,7 +487,15 @@ def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Arr
     for k, v in posterior_samples.items():
         if k == site:
             continue
+        reject_masked(v, f"posterior_samples[{k!r}]")
         arr = v if isinstance(v, jax.Array) else np.asarray(v)
+        if narrows(arr):
+            raise ValueError(
+                f"posterior_samples[{k!r}] holds integers beyond the int32 range "
+                f"(min {arr.min()}, max {arr.max()}), which JAX without x64 wraps; "
+                "enable x64 (jax.config.update('jax_enable_x64', True)) or pass them "
+                "as floats."
+            )
         if jnp.issubdtype(arr.dtype, jnp.floating):
             samples[k] = _v.as_float_array(arr, f"posterior_samples[{k!r}]")
         else:  # integer draws of discrete latent sites stay integers

@@ -40,6 +40,24 @@ def test_bins_beyond_the_maximum_raise_naming_bins():
     assert float(clf.expected_calibration_error(y, P, bins=_v.MAX_BINS)) >= 0
 
 
+def test_num_levels_beyond_the_maximum_raise_naming_num_levels():
+    # num_levels had no upper bound (each level is a pass over the PIT values); the
+    # command line's --num-levels bound, 10,000, now holds for every function
+    for call in (
+        lambda m: reg.calibration_curve(U, num_levels=m),
+        lambda m: reg.calibration_error(U, num_levels=m),
+        lambda m: reg.miscalibration_area(U, num_levels=m),
+        lambda m: reg.calibration_accumulator(num_levels=m),
+        lambda m: reg.group_calibration_error(U, np.arange(30) % 2, num_levels=m),
+    ):
+        with pytest.raises(ValueError, match=r"num_levels must be an int in \[2, 10000\]"):
+            call(10**7)
+        with pytest.raises(ValueError, match=r"num_levels must be an int >= 2"):
+            call(1)
+    curve = reg.calibration_curve(U, num_levels=_v.MAX_LEVELS)
+    assert np.asarray(curve.expected).shape == (_v.MAX_LEVELS,)
+
+
 @pytest.mark.parametrize("fn", [reg.crps_normal, reg.nll_normal])
 def test_closed_form_scores_of_one_0d_observation(fn):
     # 0-d inputs raised IndexError; like pit_normal, a scalar is one observation
@@ -184,6 +202,71 @@ MASKED = {
     "calibrator": (lambda a: clf.fit_platt(np.array([0, 1] * 15), P)(a), "y_score",
                    lambda: _masked(P)),
 }
+
+
+
+
+def _numpyro_model(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    a = numpyro.sample("a", dist.Normal(0, 1))
+    numpyro.sample("obs", dist.Normal(a * x, 1), obs=y)
+
+
+def _rb(samples, x):
+    from bayescal.numpyro import rao_blackwell_pit
+
+    return rao_blackwell_pit(_numpyro_model, samples, np.arange(5.0), x)
+
+
+def _numpyro_pit(y, draws):
+    from bayescal.numpyro import pit
+
+    return pit(y, {"obs": draws})
+
+
+# the NumPyro adapter converted its inputs with its own np.asarray (mask dropped)
+MASKED |= {
+    "numpyro_pit_y": (lambda a: _numpyro_pit(a, np.zeros((4, 5))), "y_true",
+                      lambda: _masked(np.arange(5.0))),
+    "numpyro_pit_draws": (lambda a: _numpyro_pit(np.arange(5.0), a), r"predictive\['obs'\]",
+                          lambda: _masked(np.zeros((4, 5)))),
+    "numpyro_posterior": (lambda a: _rb({"a": a}, np.arange(5.0)),
+                          r"posterior_samples\['a'\]", lambda: _masked(np.ones(4))),
+    "numpyro_model_argument": (lambda a: _rb({"a": np.ones(4)}, a), "a model argument",
+                               lambda: _masked(np.arange(5.0))),
+}
+
+
+def test_numpyro_integer_posterior_draws_beyond_int32_raise():
+    # JAX without x64 wraps them (2**32 + 1 -> 1): refused before any conversion
+    draws = np.ones(4, np.int64) + 2**32
+    if X64:
+        assert np.isfinite(np.asarray(_rb({"a": draws}, np.arange(5.0)))).all()
+        return
+    with pytest.raises(ValueError, match=r"posterior_samples\['a'\] holds integers beyond"):
+        _rb({"a": draws}, np.arange(5.0))
+
+
+def test_conformal_calibrators_reject_non_finite_predictions():
+    # the calibrators' calls checked shapes only: NaN bounds came back as NaN intervals
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=100)
+    cqr = reg.fit_conformalized_quantile(y, y - 1.0, y + rng.uniform(0.5, 1.5, 100))
+    split = reg.fit_conformal(y, y + rng.normal(scale=0.3, size=100))
+    with pytest.raises(ValueError, match="lower contains 1 NaN"):
+        cqr(np.array([0.0, np.nan]), np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="upper contains 0 NaN and 1 infinite"):
+        cqr(np.array([0.0, 1.0]), np.array([np.inf, 2.0]))
+    with pytest.raises(ValueError, match="loc contains 1 NaN"):
+        split(np.array([0.0, np.nan]))
+    # under jit the value check folds into the result: all NaN (docs/bad-input.md)
+    lower, upper = jax.jit(cqr.__call__)(jnp.array([0.0, jnp.nan]), jnp.array([1.0, 2.0]))
+    assert np.isnan(np.asarray(lower)).all() and np.isnan(np.asarray(upper)).all()
+    lower, upper = cqr(np.array([0.0, 1.0]), np.array([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(upper) - np.asarray(lower),
+                               np.array([1.0, 1.0]) + 2 * float(cqr.quantile), rtol=1e-6)
 
 
 @pytest.mark.parametrize("case", sorted(MASKED))

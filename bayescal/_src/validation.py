@@ -952,6 +952,26 @@ def check_positive_int(
 MAX_BINS = 10_000
 
 
+#: The largest number of CDF levels a curve accepts (the command line's
+#: ``--num-levels`` bound): each level is a pass over the PIT values, and beyond this the
+#: curve is exact to far better than its sampling error (``miscalibration_area`` with
+#: ``num_levels=None`` gives the exact integral).
+MAX_LEVELS = 10_000
+
+
+def check_num_levels(value: Any, name: str = "num_levels") -> int:
+    """A number of CDF levels: an int in ``[2, MAX_LEVELS]``."""
+    num = check_positive_int(value, name, minimum=2)
+    if num > MAX_LEVELS:
+        raise ValueError(
+            f"{name} must be an int in [2, {MAX_LEVELS}]; got {num}. The curve is "
+            "evaluated at every level: use at most a few hundred (the default 100 "
+            "resolves the curve far below its sampling error), or the exact area "
+            "(miscalibration_area with num_levels=None)."
+        )
+    return num
+
+
 def check_num_bins(value: Any, name: str = "bins") -> int:
     """A number of bins: an int in ``[1, MAX_BINS]``."""
     num = check_positive_int(value, name)

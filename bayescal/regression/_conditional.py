@@ -316,7 +316,7 @@ def _num_groups(groups: Any, num_groups: Any) -> Any:
 
 def _group_inputs(pit, groups, num_groups, num_levels, kind):
     _v.check_choice(kind, "kind", _KINDS)
-    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    num_levels = _v.check_num_levels(num_levels)
     u = _v.check_pit(pit)
     num_groups = _check_num_groups(_num_groups(groups, num_groups), u.shape[0])
     g = _v.check_class_labels(groups, "groups", num_groups, what="one group id per PIT value")
@@ -665,7 +665,7 @@ def adversarial_group_calibration(
     _v.check_nonempty(y, "y_true")
     _v.check_choice(norm, "norm", NORMS)
     _v.check_choice(kind, "kind", _KINDS)
-    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    num_levels = _v.check_num_levels(num_levels)
     num_group_sizes = _v.check_positive_int(num_group_sizes, "num_group_sizes")
     num_trials = _v.check_positive_int(num_trials, "num_trials", minimum=2)
     num_group_draws = _v.check_positive_int(num_group_draws, "num_group_draws")

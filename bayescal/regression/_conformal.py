@@ -174,6 +174,7 @@ class ConformalizedQuantileCalibrator:
 @_v.validated(fuse=True, bucket={"loc": -1, "scale": -1}, per_observation=-1)
 def _conformal_interval(quantile, loc, scale):
     mu = _v.as_float_array(loc, "loc")
+    _v.check_finite(mu, "loc")
     if scale is not None:
         s = _v.as_float_array(scale, "scale")
         _v.check_broadcastable("loc", tuple(mu.shape), scale=s)
@@ -190,6 +191,8 @@ def _cqr_interval(quantile, lower, upper):
     lo = _v.as_float_array(lower, "lower")
     hi = _v.as_float_array(upper, "upper")
     _v.check_same_shape(lower=lo, upper=hi)
+    _v.check_finite(lo, "lower")
+    _v.check_finite(hi, "upper")
     return lo - quantile, hi + quantile
 
 

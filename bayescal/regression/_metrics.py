@@ -22,7 +22,7 @@ KINDS = ("quantile", "interval")
 
 def _check_options(num_levels, kind):
     _v.check_choice(kind, "kind", KINDS)
-    return _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    return _v.check_num_levels(num_levels)
 
 
 def _statistic(u: jax.Array, kind: str) -> jax.Array:
@@ -209,7 +209,7 @@ def miscalibration_area(
     u, n = _pit_observations(pit)
     if num_levels is None:
         return _exact_area_kernel(u, n, kind)
-    num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+    num_levels = _v.check_num_levels(num_levels)
     return _grid_area_kernel(u, n, num_levels, kind)
 
 

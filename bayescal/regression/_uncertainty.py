@@ -687,7 +687,7 @@ def miscalibration_area_test(
     key, num_samples, batch_size = _check_test_options(key, num_samples, batch_size)
     u = _v.check_pit(pit)
     if num_levels is not None:
-        num_levels = _v.check_positive_int(num_levels, "num_levels", minimum=2)
+        num_levels = _v.check_num_levels(num_levels)
     observed = miscalibration_area(u, num_levels=num_levels, kind=kind)
     return _null_test(
         observed,
