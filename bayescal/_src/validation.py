@@ -952,11 +952,11 @@ def check_positive_int(
 MAX_BINS = 10_000
 
 
-#: The largest number of CDF levels a curve accepts (the command line's
-#: ``--num-levels`` bound): each level is a pass over the PIT values, and beyond this the
-#: curve is exact to far better than its sampling error (``miscalibration_area`` with
-#: ``num_levels=None`` gives the exact integral).
-MAX_LEVELS = 10_000
+#: The largest number of CDF levels a curve accepts: the curve's arrays have one entry
+#: per level (10^9 levels would allocate gigabytes), and far below this a grid is exact
+#: to better than its sampling error (``miscalibration_area`` with ``num_levels=None``
+#: gives the exact integral). The command line's ``--num-levels`` stops at 10,000.
+MAX_LEVELS = 1_000_000
 
 
 def check_num_levels(value: Any, name: str = "num_levels") -> int:
@@ -964,10 +964,10 @@ def check_num_levels(value: Any, name: str = "num_levels") -> int:
     num = check_positive_int(value, name, minimum=2)
     if num > MAX_LEVELS:
         raise ValueError(
-            f"{name} must be an int in [2, {MAX_LEVELS}]; got {num}. The curve is "
-            "evaluated at every level: use at most a few hundred (the default 100 "
-            "resolves the curve far below its sampling error), or the exact area "
-            "(miscalibration_area with num_levels=None)."
+            f"{name} must be an int in [2, {MAX_LEVELS}]; got {num}. The curve has "
+            "one entry per level: a few hundred resolve it far below its sampling "
+            "error (the default is 100); for the exact area use miscalibration_area "
+            "with num_levels=None."
         )
     return num
 
