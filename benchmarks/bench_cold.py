@@ -88,6 +88,7 @@ class Data:
 
         r = np.random.default_rng(seed * 1_000_003 + n)
         self.n = n
+        self.seed = seed  # also the int seed of the random functions
         # Gaussian predictives, miscalibrated on purpose (biased, overconfident).
         self.loc = r.normal(size=n)
         self.scale = r.uniform(0.5, 2.0, size=n)
@@ -192,27 +193,27 @@ def cases() -> dict:
             fitted(lambda d: R.fit_isotonic_recalibrator(d.pit)),
         ),
         "pit_ecdf_band": (
-            lambda d, _: R.pit_ecdf_band(0, d.n, num_samples=RESAMPLES),
+            lambda d, _: R.pit_ecdf_band(d.seed, d.n, num_samples=RESAMPLES),
             None,
         ),
         "bootstrap_calibration_curve": (
-            lambda d, _: R.bootstrap_calibration_curve(0, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.bootstrap_calibration_curve(d.seed, d.pit, num_samples=RESAMPLES),
             None,
         ),
         "bootstrap_calibration_error": (
-            lambda d, _: R.bootstrap_calibration_error(0, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.bootstrap_calibration_error(d.seed, d.pit, num_samples=RESAMPLES),
             None,
         ),
         "pit_null_test": (
-            lambda d, _: R.pit_null_test(0, _pit_statistic, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.pit_null_test(d.seed, _pit_statistic, d.pit, num_samples=RESAMPLES),
             None,
         ),
         "calibration_error_test": (
-            lambda d, _: R.calibration_error_test(0, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.calibration_error_test(d.seed, d.pit, num_samples=RESAMPLES),
             None,
         ),
         "miscalibration_area_test": (
-            lambda d, _: R.miscalibration_area_test(0, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.miscalibration_area_test(d.seed, d.pit, num_samples=RESAMPLES),
             None,
         ),
         "expected_normalized_calibration_error": (
@@ -232,7 +233,7 @@ def cases() -> dict:
             None,
         ),
         "adversarial_group_calibration": (
-            lambda d, _: R.adversarial_group_calibration(0, d.y, d.loc, d.scale),
+            lambda d, _: R.adversarial_group_calibration(d.seed, d.y, d.loc, d.scale),
             None,
         ),
         "fit_conformal": (lambda d, _: R.fit_conformal(d.y, d.loc, d.scale), None),
@@ -248,7 +249,7 @@ def cases() -> dict:
         "corp_curve": (lambda d, _: C.corp_curve(d.label, d.prob), None),
         "bootstrap_reliability_curve": (
             lambda d, _: C.bootstrap_reliability_curve(
-                0, d.label, d.prob, num_samples=RESAMPLES
+                d.seed, d.label, d.prob, num_samples=RESAMPLES
             ),
             None,
         ),
@@ -286,7 +287,7 @@ def cases() -> dict:
             None,
         ),
         "smooth_reliability_band": (
-            lambda d, _: C.smooth_reliability_band(0, d.label, d.prob),
+            lambda d, _: C.smooth_reliability_band(d.seed, d.label, d.prob),
             None,
         ),
         "fit_platt": (lambda d, _: C.fit_platt(d.label, d.prob), None),
@@ -323,7 +324,7 @@ def cases() -> dict:
             fitted(lambda d: C.fit_one_vs_rest(d.mc_label, d.mc_prob)),
         ),
         "cross_calibrate": (
-            lambda d, _: C.cross_calibrate(0, _fit_predict, d.X, d.label),
+            lambda d, _: C.cross_calibrate(d.seed, _fit_predict, d.X, d.label),
             None,
         ),
     }

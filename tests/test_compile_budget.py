@@ -8,7 +8,7 @@ gives both):
 
 - every public function of ``bayescal.regression`` and ``bayescal.classification``
   (the rows of bench_cold, which enumerates both ``__all__``), called at a new N in a
-  bucket it has already used, compiles nothing;
+  bucket it has already used, compiles nothing, nor on new values with a new int seed;
 - a fresh process's first session (the calls of the issue "First result fast", at
   N = 10,000) compiles one program per call at most, and nothing at N = 10,007.
 """
@@ -49,6 +49,9 @@ def test_a_new_n_in_a_used_bucket_compiles_nothing(name, data):
     ctx = setup(d0) if setup is not None else None
     jax.block_until_ready(call(d0, ctx))
     assert compilations_during(lambda: jax.block_until_ready(call(d1, ctx))) == 0
+    # nor do new values with a new int seed (a static int compiled a program per seed)
+    other = bc.Data(N0, seed=1)
+    assert compilations_during(lambda: jax.block_until_ready(call(other, ctx))) == 0
 
 
 def test_the_exact_length_rows_are_rows():

@@ -363,3 +363,27 @@ def test_checks_of_new_shapes_compile_nothing(rng):
     assert compilations_during(run) == 0
     with pytest.raises(ValueError, match="p must lie in \\[0, 1\\]"):
         validation.record("unit", "p", np.full(231, 1.5, np.float32))
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**31 - 1, 2**31, 2**40])
+def test_an_int_seed_gives_the_results_of_its_key(seed):
+    # Public functions take an int seed for jax.random.key(seed); a seed below 2**31 is
+    # made a key on the host (validation._seed_key: a static int compiled a program
+    # per seed), larger ones are made keys inside the program: the same results.
+    from bayescal import classification as clf
+    from bayescal import regression as reg
+
+    rng = np.random.default_rng(0)
+    u = rng.uniform(size=300)
+    p = rng.uniform(size=300)
+    y = (rng.uniform(size=300) < p).astype(int)
+    calls = [
+        lambda k: reg.bootstrap_calibration_error(k, u, num_samples=50),
+        lambda k: reg.calibration_error_test(k, u, num_samples=50).pvalue,
+        lambda k: clf.bootstrap_reliability_curve(k, y, p, num_samples=50).lower,
+        lambda k: clf.corp_curve(y, p, key=k, num_samples=20).upper,
+    ]
+    for call in calls:
+        by_seed = np.asarray(jax.tree_util.tree_leaves(call(seed))[0])
+        by_key = np.asarray(jax.tree_util.tree_leaves(call(jax.random.key(seed)))[0])
+        np.testing.assert_array_equal(by_seed, by_key)

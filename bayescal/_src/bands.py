@@ -26,6 +26,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
 from bayescal._src.binning import count_at_or_below
+from bayescal._src.bucketing import bucket_floor
 from bayescal._src.isotonic import isotonic_kernel
 from bayescal._src.resampling import (
     check_batch_size,
@@ -393,6 +394,23 @@ def corp_band(
 # about the break-even point measured on CPU (a binomial or gamma draw costs as much
 # as 30-50 uniform draws with their scatter-add).
 MULTINOMIAL_PER_POINT = 40
+
+
+def per_cell(n: Any, size: int, num_cells: int) -> bool | None:
+    """Whether ``n`` observations are resampled per cell (``n > 40 * num_cells``).
+
+    ``n`` is the static length, or the traced count of a padded bucket of ``size``:
+    then the answer is static when the whole bucket lies on one side of the threshold,
+    and None (decided at run time, both ways compiled) for the one bucket across it.
+    """
+    threshold = MULTINOMIAL_PER_POINT * num_cells
+    if isinstance(n, int):
+        return n > threshold
+    if bucket_floor(size) > threshold:
+        return True
+    if size <= threshold:
+        return False
+    return None
 
 
 def _uniform_ecdf_counts(key, n, num_points, dtype, size):

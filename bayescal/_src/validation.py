@@ -409,6 +409,34 @@ def _bucketed(
 _KEY_NAMES = ("key", "rng_key")
 
 
+def _seed_key(value: Any) -> Any:
+    """An int seed as the typed key ``jax.random.key(seed)`` makes, built on the host.
+
+    A Python int is a static argument of the fused program: every new seed compiled
+    the whole program again. The key holds the same data (threefry's seed of ``s`` in
+    ``[0, 2**31)`` is ``[0, s]``), so the results are those of the seed; anything else
+    (other seeds, PRNG implementations, bools) is left to the function's own check.
+    """
+    if (
+        isinstance(value, int | np.integer)
+        and not isinstance(value, bool | np.bool_)
+        and 0 <= int(value) < 2**31
+        and str(jax.config.jax_default_prng_impl) == "threefry2x32"
+    ):
+        return jax.random.wrap_key_data(np.array([0, int(value)], np.uint32))
+    return value
+
+
+def _seeds_as_keys(args: tuple, kwargs: dict, positions: dict[str, int]):
+    """``args``, ``kwargs`` with int seeds of the key arguments made typed keys."""
+    for name in _KEY_NAMES:
+        if name in kwargs:
+            kwargs = {**kwargs, name: _seed_key(kwargs[name])}
+        elif (pos := positions.get(name)) is not None and pos < len(args):
+            args = (*args[:pos], _seed_key(args[pos]), *args[pos + 1 :])
+    return args, kwargs
+
+
 def _keys_prefix_stable(args: tuple, kwargs: dict, positions: dict[str, int]) -> bool:
     """Whether the call's random key (if any) draws the same first values when padded.
 
@@ -661,17 +689,19 @@ def validated(
     """
 
     def wrap(f: _F) -> _F:
-        positions = {}
-        if bucket:
-            import inspect
+        import inspect
 
-            for i, param in enumerate(inspect.signature(f).parameters.values()):
-                if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
-                    positions[param.name] = i
+        positions = {}
+        for i, param in enumerate(inspect.signature(f).parameters.values()):
+            if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
+                positions[param.name] = i
+        seeded = any(name in inspect.signature(f).parameters for name in _KEY_NAMES)
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             _reject_masked_arguments(f, args, kwargs)
+            if seeded:
+                args, kwargs = _seeds_as_keys(args, kwargs, positions)
             if fuse and _PENDING.get() is None:
                 padded = (
                     _bucketed(args, kwargs, bucket, positions)

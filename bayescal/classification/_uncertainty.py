@@ -10,7 +10,14 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.bands import binomial_acceptance_intervals, corp_band
+from bayescal._src.bands import (
+    MULTINOMIAL_PER_POINT,
+    binomial_acceptance_intervals,
+    cell_draws,
+    corp_band,
+    per_cell,
+)
+from bayescal._src.binning import bin_counts, bin_index, bin_sums
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.options import BinStrategy, BootstrapMethod, KeyLike
 from bayescal._src.resampling import (
@@ -146,47 +153,76 @@ def corp_curve(
 
 
 @functools.partial(
-    jax.jit, static_argnames=("num_bins", "num_samples", "method", "batch_size")
+    jax.jit,
+    static_argnames=("num_bins", "num_samples", "method", "batch_size", "per_cell"),
 )
 def _bootstrap_bands(
-    key, y, p, n, mask, edges, level, *, num_bins, num_samples, method, batch_size
+    key, y, p, n, mask, edges, level, *, num_bins, num_samples, method, batch_size, per_cell
 ):
     """Percentile bands of the observed frequencies over bootstrap replicates.
 
-    Replicate ``b`` uses ``split(key, num_samples)[b]``: ``n`` indices uniform on the
-    first ``n`` observations (``method="plain"``, :func:`bayescal.core.bootstrap`'s
-    draws) or Dirichlet(1, ..., 1) weights (``"bayesian"``). ``mask`` (None when
-    nothing is padded) marks the real observations of a padded bucket: the draws then
-    have the bucket's length and only their first ``n`` entries count, which with
-    JAX's counter-based threefry are exactly the draws of an unpadded call.
+    A bin's frequency depends on a replicate only through the counts (or summed
+    weights) of its two cells, (bin, label 0) and (bin, label 1). Replicate ``b``
+    (key ``split(key, num_samples)[b]``) draws them per observation for small ``n``:
+    ``n`` indices uniform on the first ``n`` observations (``method="plain"``,
+    :func:`bayescal.core.bootstrap`'s draws) or Dirichlet(1, ..., 1) weights
+    (``"bayesian"``), counted per cell; and per cell above 40 observations per cell
+    (:func:`~bayescal._src.bands.per_cell`): multinomial counts, or gamma weights,
+    whose cost does not grow with ``n``. Both are exact. ``mask`` (None when nothing is
+    padded) marks the real observations of a padded bucket: per-observation draws have
+    the bucket's length and only their first ``n`` entries count, which with JAX's
+    counter-based threefry are exactly the draws of an unpadded call.
     """
     size = p.shape[0]
     dtype = p.dtype
+    cells = 2 * num_bins
+    idx = 2 * bin_index(p, edges) + (y > 0.5).astype(jnp.int32)
+    if mask is not None:
+        idx = jnp.where(mask, idx, cells)  # out of range: counted nowhere
+    count, _ = bin_sums(idx, cells)
+    count = count.astype(dtype)
+    nf = jnp.asarray(n, dtype)
     keys = jax.random.split(key, num_samples)
 
-    def frequencies(yy, pp, w):
-        curve, _ = _reliability_kernel(
-            yy, pp, w, edges, num_bins=num_bins, strategy="edges"
-        )
+    def frequencies(c):
+        c = c.reshape(num_bins, 2)
+        total = c[:, 0] + c[:, 1]
         # empty bins give no information in a replicate: NaN is left out of the percentiles
-        return jnp.where(curve.weight > 0, curve.observed, jnp.nan)
+        return jnp.where(total > 0, c[:, 1] / jnp.where(total > 0, total, 1), jnp.nan)
 
-    if method == "plain":
-        w = None if mask is None else mask.astype(dtype)  # the draws past n weigh 0
+    def per_cells():
+        kind = "multinomial" if method == "plain" else "gamma"
 
         def one(k):
-            idx = jax.random.randint(k, (size,), 0, n, dtype=jnp.int32)
-            return frequencies(y[idx], p[idx], w)
+            return frequencies(cell_draws(k, nf, count, kind=kind))
 
+        return jax.lax.map(one, keys, batch_size=default_batch_size(cells, num_samples))
+
+    def per_observation():
+        if method == "plain":
+
+            def one(k):
+                pick = jax.random.randint(k, (size,), 0, n, dtype=jnp.int32)
+                c = bin_counts(jnp.where(jnp.arange(size) < n, idx[pick], cells), cells)
+                return frequencies(c.astype(dtype))
+
+        else:
+
+            def one(k):
+                e = jax.random.exponential(k, (size,), dtype)
+                if mask is not None:
+                    e = jnp.where(mask, e, 0)
+                w, _ = bin_sums(idx, cells, weights=e)
+                return frequencies(w)
+
+        return jax.lax.map(one, keys, batch_size=batch_size)
+
+    if per_cell is None:
+        samples = jax.lax.cond(
+            n > MULTINOMIAL_PER_POINT * cells, per_cells, per_observation
+        )
     else:
-
-        def one(k):
-            e = jax.random.exponential(k, (size,), dtype)
-            if mask is not None:
-                e = jnp.where(mask, e, 0)
-            return frequencies(y, p, e / jnp.sum(e))
-
-    samples = jax.lax.map(one, keys, batch_size=batch_size)
+        samples = per_cells() if per_cell else per_observation()
     return percentile_interval(samples, level)
 
 
@@ -268,11 +304,12 @@ def bootstrap_reliability_curve(
     num_samples = _v.check_positive_int(num_samples, "num_samples")
     level = check_level(level)
     size = p.shape[0]
+    n = _v.observation_count(p, 0)
     lower, upper = _bootstrap_bands(
         key,
         y,
         p,
-        _v.observation_count(p, 0),
+        n,
         mask,
         edges,
         level,
@@ -280,5 +317,6 @@ def bootstrap_reliability_curve(
         num_samples=num_samples,
         method=method,
         batch_size=default_batch_size(2 * size, num_samples),
+        per_cell=per_cell(n, size, 2 * resolved.num_bins),
     )
     return curve._replace(lower=lower, upper=upper)

@@ -27,8 +27,8 @@ from bayescal._src.bands import (
     ecdf_band_kernel,
     simulate_ecdf_counts,
 )
+from bayescal._src.bands import per_cell as _per_cell
 from bayescal._src.binning import bin_sums, grid_index
-from bayescal._src.bucketing import bucket_floor
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
 from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
@@ -175,23 +175,6 @@ def pit_ecdf_band(
 
 
 # ------------------------------------------------------------------- bootstrap
-
-
-def _per_cell(n: Any, size: int, num_levels: int) -> bool | None:
-    """Whether ``n`` observations are resampled per level cell (``n > 40 * levels``).
-
-    ``n`` is the static length, or the traced count of a padded bucket of ``size``:
-    then the answer is static when the whole bucket lies on one side of the threshold,
-    and None (decided at run time, both ways compiled) for the one bucket across it.
-    """
-    threshold = MULTINOMIAL_PER_POINT * num_levels
-    if isinstance(n, int):
-        return n > threshold
-    if bucket_floor(size) > threshold:
-        return True
-    if size <= threshold:
-        return False
-    return None
 
 
 @functools.partial(
