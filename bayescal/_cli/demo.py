@@ -10,6 +10,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 
 from bayescal import regression as reg
 from bayescal._cli.output import check_target, staged_output
@@ -42,16 +43,40 @@ def _poisson_model(X, y=None):
         numpyro.sample("obs", dist.Poisson(jnp.exp(alpha + X @ beta)), obs=y)
 
 
-def _mixture_cdf_grid(lam: jax.Array, grid: jax.Array) -> jax.Array:
-    """``F_i(k) = mean_s P(Y <= k | lambda_si)`` for every k in ``grid``: [K, N]."""
-    from jax.scipy.special import gammaincc
+def _poisson_mixture_cdf(lam: ArrayLike, k_max: int) -> np.ndarray:
+    """``F_i(k) = mean_s P(Y <= k | lambda_si)`` for ``k = 0..k_max``: [k_max + 1, N].
 
-    return jax.lax.map(lambda k: jnp.mean(gammaincc(k + 1.0, lam), axis=0), grid)
+    The posterior mixture's CDF on the integers, from its probability mass function
+    summed in float64 on the host: ``pmf_i(k) = mean_s exp(k log lambda - lambda -
+    lgamma(k + 1))``, one ``exp`` per draw and count, where the regularized incomplete
+    gamma function ``gammaincc(k + 1, lambda)`` iterates to convergence (float32: 23 s
+    for the demo's 693 x 1000 x 111 grid on the 2-core machine, against ~1 s here, and
+    within ~1e-14 of scipy's CDF instead of ~1e-6).
+    """
+    from scipy.special import gammaln
+
+    lam = np.asarray(lam, dtype=np.float64)
+    if lam.ndim != 2 or np.any(~np.isfinite(lam)) or np.any(lam <= 0):
+        raise ValueError(
+            f"lam must be finite positive Poisson rates of shape [S, N]; got shape {lam.shape}."
+        )
+    log_lam = np.log(lam)
+    pmf = np.empty((k_max + 1, lam.shape[1]))
+    for k in range(k_max + 1):
+        pmf[k] = np.exp(k * log_lam - lam - gammaln(k + 1.0)).mean(axis=0)
+    return np.cumsum(pmf, axis=0)
 
 
-def _quantiles_from_cdf_grid(cdf: jax.Array, levels: jax.Array) -> jax.Array:
-    """Quantiles ``min{k: F_i(k) >= level}`` from a CDF grid ``[K, N]``: [L, N]."""
-    return jnp.sum(cdf[None, :, :] < levels[:, None, None], axis=1).astype(cdf.dtype)
+def _quantiles_from_cdf(cdf: np.ndarray, levels: ArrayLike) -> np.ndarray:
+    """Quantiles ``min{k: F_i(k) >= level}`` from a CDF table ``[K, N]``: [L, N].
+
+    A binary search on the integers per observation (``np.searchsorted``, the
+    bisection of tutorial 1 run on the table); a level above ``F_i(K - 1)`` gives ``K``.
+    """
+    lv = np.asarray(levels, dtype=np.float64).reshape(-1)
+    return np.stack(
+        [np.searchsorted(cdf[:, i], lv, side="left") for i in range(cdf.shape[1])], axis=1
+    ).astype(np.float64)
 
 
 def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, key):
@@ -82,12 +107,12 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
     sig = reg.fit_sigma_scaling(y_cal, loc_c, jnp.sqrt(var_c))
     sd_t = jnp.sqrt(var_t)
     lam_test = jnp.exp(samples["alpha"][:, None] + samples["beta"] @ X_test.T)
-    cdf_test = _mixture_cdf_grid(lam_test, jnp.arange(k_max + 1, dtype=lam_test.dtype))
-    q_raw = _quantiles_from_cdf_grid(cdf_test, levels)
+    cdf_test = _poisson_mixture_cdf(lam_test, k_max)
+    q_raw = _quantiles_from_cdf(cdf_test, levels)
     u_iso, u_iso_loo = iso(u_raw), iso_loo(u_raw)
 
     def quantile_fn(r):
-        return _quantiles_from_cdf_grid(cdf_test, r)
+        return _quantiles_from_cdf(cdf_test, r)
 
     q_iso = reg.recalibrated_quantiles(iso, levels, quantile_fn=quantile_fn)
     q_iso_loo = reg.recalibrated_quantiles(iso_loo, levels, quantile_fn=quantile_fn)
