@@ -512,8 +512,8 @@ def reliability_diagram(
     (one with ``edges``) without ``lower`` / ``upper`` gets its acceptance intervals.
 
     A bin's marker area grows with its count, and bins with fewer than ``min_count``
-    cases are drawn hollow and faded and left off the connecting line: a frequency of
-    0 or 1 from three cases is noise, which its wide interval shows. The legend sits
+    cases are drawn hollow and faded, and the connecting line breaks at them: a
+    frequency of 0 or 1 from three cases is noise, which its wide interval shows. The legend sits
     to the right of the axes, off the data.
 
     Parameters
@@ -660,7 +660,17 @@ def reliability_diagram(
     name = label or "observed frequency"
     small_label = f"bin with < {min_count} cases"
     if style == "points":
-        ax.plot(x[big], y[big], "-", color=color, linewidth=1.2, zorder=2)
+        # the line joins neighbouring well-filled bins only: it breaks at small bins
+        # rather than drawing a straight line across them
+        order = np.argsort(np.where(filled, x, np.inf))[: int(filled.sum())]
+        ax.plot(
+            x[order],
+            np.where(big, y, np.nan)[order],
+            "-",
+            color=color,
+            linewidth=1.2,
+            zorder=2,
+        )
         ax.scatter(
             x[big],
             y[big],
@@ -669,7 +679,8 @@ def reliability_diagram(
             edgecolor="white",
             linewidth=0.6,
             zorder=3,
-            label=f"{name} (marker area ~ count)",
+            clip_on=False,
+            label=f"{name} (area ~ count)",
         )
         if small.any():
             ax.scatter(
@@ -681,6 +692,7 @@ def reliability_diagram(
                 linewidth=1.0,
                 alpha=0.5,
                 zorder=3,
+                clip_on=False,
                 label=small_label,
             )
     else:

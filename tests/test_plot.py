@@ -146,7 +146,7 @@ def test_reliability_diagram_points_with_intervals_histogram_and_corp(binned):
     assert _legend_texts(ax) == [
         "ideal",
         "acceptance interval",
-        "observed frequency (marker area ~ count)",
+        "observed frequency (area ~ count)",
         *small,
         "consistency band",
         "CORP (PAV)",
@@ -433,8 +433,12 @@ def test_reliability_diagram_small_bins_are_smaller_and_faded(classifier):
     assert small.get_sizes().max() < big.get_sizes().min()
     assert small.get_alpha() < 1.0 and big.get_alpha() is None
     assert small.get_label() == "bin with < 10 cases"
-    # the connecting line skips the small bins
-    np.testing.assert_array_equal(ax.lines[1].get_xydata(), big.get_offsets())
+    # the connecting line breaks (NaN) at the small bins, joins the others
+    xy = ax.lines[1].get_xydata()
+    np.testing.assert_array_equal(xy[np.isfinite(xy[:, 1])], big.get_offsets())
+    np.testing.assert_array_equal(
+        np.sort(xy[np.isnan(xy[:, 1]), 0]), np.sort(small.get_offsets()[:, 0])
+    )
     # bars: small bins fainter
     ax = plot.reliability_diagram(y, p, bins=10, style="bars", histogram=False)
     alphas = {c.get_label(): c.patches[0].get_alpha() for c in ax.containers[:2]}

@@ -132,7 +132,8 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
                 "method": name,
                 "MACE (quantile)": float(reg.calibration_error(u)),
                 "MACE (interval)": float(reg.calibration_error(u, kind="interval")),
-                "area (exact)": float(reg.miscalibration_area(u)),
+                "area (quantile)": float(reg.miscalibration_area(u)),
+                "area (interval)": float(reg.miscalibration_area(u, kind="interval")),
                 "90% coverage": float(jnp.mean((y_test >= lo) & (y_test <= hi))),
                 "90% width": float(jnp.mean(hi - lo)),
                 "CRPS": float(2 * jnp.mean(reg.pinball_loss(y_test, q, levels))),
@@ -234,38 +235,53 @@ def _classification_part(seed, num_samples, num_warmup, progress):
     return rows, probs, y_te
 
 
-def _write_plots(out_dir, pits, probs, y_te):
+def _write_plots(out_dir, pits, probs, y_te, key):
+    """The three figures; ``key`` (from ``--seed``) draws the simulated bands."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bayescal import classification as clf
     from bayescal import plot
 
+    k_curve, k_ecdf = jax.random.split(key)
+    n_test = len(np.asarray(pits["Poisson model"]))
     written = []
-    fig, ax = plt.subplots(figsize=(5.5, 5.5))
-    curves = [reg.calibration_curve(u, kind="interval") for u in pits.values()]
-    plot.calibration_curve(curves, ax=ax, labels=list(pits), kind="interval")
-    ax.set_title("Diabetes, test split: central-interval calibration")
+    fig, ax = plt.subplots(figsize=(9.5, 5.2), layout="constrained")
+    # the PIT values themselves: the legend's areas are the table's "area (interval)"
+    plot.calibration_curve(
+        {name: np.asarray(u) for name, u in pits.items()},
+        ax=ax,
+        kind="interval",
+        key=k_curve,
+    )
+    ax.set_title(f"Diabetes, test split (n={n_test}): central-interval calibration")
     written.append(out_dir / "calibration_curve.png")
-    fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+    fig.savefig(written[-1], dpi=110)
     plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    plot.pit_ecdf(np.asarray(pits["Poisson model"]), ax=ax)
-    ax.set_title("Poisson model: PIT ECDF with 95% simultaneous band")
+    fig, ax = plt.subplots(figsize=(6.5, 4.8), layout="constrained")
+    plot.pit_ecdf(
+        np.asarray(pits["Poisson model"]), ax=ax, key=k_ecdf, label="Poisson model"
+    )
+    ax.set_title(
+        f"Diabetes, test split (n={n_test}): Poisson model's PIT ECDF\n"
+        "with the 95% simultaneous band of a calibrated model"
+    )
     written.append(out_dir / "pit_ecdf.png")
-    fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+    fig.savefig(written[-1], dpi=110)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(probs), figsize=(5 * len(probs), 5.5))
-    for ax, (name, p) in zip(axes, probs.items(), strict=True):
-        curve, edges = clf.reliability_curve(y_te, p, bins=10, return_edges=True)
-        plot.reliability_diagram(clf.acceptance_intervals(curve), ax=ax, edges=edges)
-        ax.set_title(f"Breast cancer, test: {name}")
+    fig, axes = plt.subplots(
+        1, len(probs), figsize=(5.2 * len(probs) + 2.6, 6.0), layout="constrained"
+    )
+    for i, (ax, (name, p)) in enumerate(zip(axes, probs.items(), strict=True)):
+        plot.reliability_diagram(y_te, p, bins=10, ax=ax)
+        ax.set_title(f"Breast cancer, test split (n={len(y_te)}):\n{name}")
+        if i < len(probs) - 1:  # one legend, right of the last panel
+            ax.get_legend().remove()
     written.append(out_dir / "reliability_diagram.png")
-    fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+    fig.savefig(written[-1], dpi=110)
     plt.close(fig)
     return written
 
@@ -352,7 +368,9 @@ def run_demo(
         )
 
     with staged_output(out_dir, force=force) as tmp:
-        plots = [out_dir / p.name for p in _write_plots(tmp, pits, probs, y_te)]
+        # the plots' bands: their own stream of the --seed key, apart from the fits'
+        k_plots = jax.random.fold_in(key, 2)
+        plots = [out_dir / p.name for p in _write_plots(tmp, pits, probs, y_te, k_plots)]
         report = _report(rows, extras, c_rows, plots)
         with open(tmp / "report.json", "w", encoding="utf-8") as f:
             f.write(json.dumps(report, indent=2))
