@@ -92,6 +92,17 @@ def _legend_below(ax: Any, ncols: int) -> None:
     )
 
 
+def _legend_right(ax: Any) -> None:
+    """Legend to the right of the axes, off the data (constrained layout makes room)."""
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize="small",
+        frameon=False,
+    )
+
+
 def _reference_line(ax: Any, x: Any, y: Any, label: str) -> None:
     """Draw the reference line once per axes, even when several curves share it."""
     if any(line.get_label() == label for line in ax.get_lines()):
@@ -168,6 +179,13 @@ _AXIS_LABELS = {
     ),
 }
 
+_CALIBRATION_CURVE_CALLS = (
+    "plot.calibration_curve(pit, key=0) with PIT values (e.g. "
+    "bayescal.regression.pit_normal(y, loc, scale)), or "
+    "plot.calibration_curve(bayescal.regression.calibration_curve(pit)); for a "
+    "classifier's labels and probabilities call plot.reliability_diagram(y_true, y_prob)"
+)
+
 
 def _same_band(a: Any, b: Any) -> bool:
     pairs = [(a.expected, b.expected), (a.lower, b.lower), (a.upper, b.upper)]
@@ -178,46 +196,106 @@ def _same_band(a: Any, b: Any) -> bool:
     return True
 
 
+def _looks_binary(x: Any) -> bool:
+    try:
+        a = np.asarray(x, dtype=float)
+    except Exception:
+        return False
+    return a.ndim == 1 and a.size > 0 and bool(np.all((a == 0) | (a == 1)))
+
+
+def _check_call(name: str, calls: str, max_positional: int, args: tuple) -> None:
+    """A call with too many positional arguments names the call to make instead."""
+    if len(args) > max_positional:
+        hint = ""
+        if name == "calibration_curve" and len(args) == 2 and _looks_binary(args[0]):
+            hint = (
+                " The first two arguments look like a classifier's (y_true, y_prob): "
+                "call plot.reliability_diagram(y_true, y_prob, bins=10)."
+            )
+        raise TypeError(
+            f"plot.{name} takes at most {max_positional} positional argument"
+            f"{'s' if max_positional > 1 else ''}; got {len(args)}.{hint} Call {calls}."
+        )
+
+
+def _kind_word(kind: str | None) -> str:
+    return "area" if kind is None else f"area ({kind})"
+
+
 def calibration_curve(
     curve_or_curves: Any,
-    *,
+    *args: Any,
     ax: Any = None,
     labels: Sequence[str] | None = None,
     band: bool = True,
     shade_area: bool = True,
     kind: str | None = None,
-    band_label: str = "band",
+    band_label: str | None = None,
     colors: Sequence[Any] | None = None,
+    key: Any = None,
+    level: float = 0.95,
+    num_levels: int = 100,
+    num_samples: int = 1000,
 ) -> Any:
     """Draw one or several calibration curves against the diagonal.
 
     Each curve is drawn as a line of observed against expected proportion, with the
-    area between it and the diagonal shaded (its value in the legend) and, when the
-    curve carries ``lower`` / ``upper``, its band.
+    area between it and the diagonal shaded (its value, and its kind, in the legend)
+    and, when the curve carries ``lower`` / ``upper``, its band. The legend sits
+    outside the axes, so it never covers a curve.
+
+    PIT values are accepted as well as curves: ``calibration_curve(pit, key=0)``
+    computes :func:`bayescal.regression.calibration_curve` (``kind``, default
+    ``"quantile"``), writes its exact area
+    (:func:`bayescal.regression.miscalibration_area`, the number a table of metrics
+    reports) and, with a ``key``, draws the ``level`` simultaneous band of a
+    calibrated model (:func:`bayescal.regression.pit_ecdf_band`; the central-interval
+    curve is the ECDF of :math:`|2u - 1|`, uniform under calibration too, so the same
+    band applies).
 
     Parameters
     ----------
-    curve_or_curves : CalibrationCurve, sequence of them, or mapping label -> curve
-        E.g. from :func:`bayescal.regression.calibration_curve`; a curve with a band
-        from :func:`bayescal.regression.bootstrap_calibration_curve`, or
+    curve_or_curves : CalibrationCurve, PIT values, or a sequence / mapping of them
+        A curve, e.g. from :func:`bayescal.regression.calibration_curve`; a curve with
+        a band from :func:`bayescal.regression.bootstrap_calibration_curve`, or
         ``curve._replace(lower=band.lower, upper=band.upper)`` with
-        :func:`bayescal.regression.pit_ecdf_band`.
+        :func:`bayescal.regression.pit_ecdf_band`. Or a 1-D array of PIT values in
+        [0, 1]. A mapping ``label -> curve or PIT values`` draws several models.
     ax : matplotlib Axes, optional
     labels : sequence of str, optional
         Legend labels (default: the mapping's keys, or "model 1", "model 2", ...).
     band : bool, default True
-        Draw ``lower`` / ``upper`` where a curve has them.
+        Draw ``lower`` / ``upper`` where a curve has them (for PIT values: the band
+        under calibration, when ``key`` is given).
     shade_area : bool, default True
         Shade the area between each curve and the diagonal.
     kind : {None, "quantile", "interval"}
-        Only changes the axis labels.
-    band_label : str, default "band"
-        Legend text for the bands (e.g. "95% bootstrap band").
+        The curve's kind: the axis labels and the legend's "area (kind)" say it. For
+        PIT values it also picks the curve (None: "quantile").
+    band_label : str, optional
+        Legend text for the bands (default "band", or for PIT values e.g. "95%
+        simultaneous band under calibration (n=200)").
     colors : sequence of colors, optional
+    key : PRNG key or int seed, optional
+        For PIT values: the randomness of the simulated band (none without a key;
+        bayescal never uses a hidden fixed key).
+    level : float in (0, 1), default 0.95
+        Level of that band.
+    num_levels : int, default 100
+        For PIT values: levels of the curve and points of the band.
+    num_samples : int, default 1000
+        For PIT values: simulations of the band.
 
     Returns
     -------
     matplotlib.axes.Axes
+
+    Raises
+    ------
+    TypeError
+        For a call with more than one positional argument (e.g. ``(y, loc, scale)``
+        or a classifier's ``(y_true, y_prob)``): the message names the call to make.
 
     Examples
     --------
@@ -227,28 +305,77 @@ def calibration_curve(
     >>> ax = plot.calibration_curve(regression.calibration_curve([0.1, 0.4, 0.5, 0.9]))
     >>> ax.get_xlabel()
     'expected proportion'
+    >>> ax = plot.calibration_curve([0.1, 0.4, 0.5, 0.9], key=0, kind="interval")
+    >>> ax.get_legend().get_texts()[1].get_text()
+    '95% simultaneous band under calibration (n=4)'
     """
+    from bayescal import regression as reg
     from bayescal.core import curve_area
 
+    _check_call("calibration_curve", _CALIBRATION_CURVE_CALLS, 1, (curve_or_curves, *args))
     if kind not in _AXIS_LABELS:
         raise ValueError(f"kind must be None, 'quantile' or 'interval'; got {kind!r}.")
+    level = _check_level(level)
+    cls = _curve_type()
     names: Sequence[str | None] | None
+    if isinstance(curve_or_curves, Sequence | Mapping) and len(curve_or_curves) == 0:
+        raise ValueError(
+            "curve_or_curves is empty; pass PIT values, a curve, or several of them."
+        )
     if isinstance(curve_or_curves, Mapping):
         names = [str(k) for k in curve_or_curves]
-        curves = list(curve_or_curves.values())
-    elif isinstance(curve_or_curves, _curve_type()):
-        curves, names = [curve_or_curves], None
-    elif isinstance(curve_or_curves, Sequence) and not isinstance(curve_or_curves, str):
-        curves, names = list(curve_or_curves), None
-    else:
+        items = list(curve_or_curves.values())
+    elif isinstance(curve_or_curves, cls):
+        items, names = [curve_or_curves], None
+    elif (
+        isinstance(curve_or_curves, Sequence)
+        and not isinstance(curve_or_curves, str)
+        and len(curve_or_curves) > 0
+        and all(isinstance(c, cls) or np.ndim(c) == 1 for c in curve_or_curves)
+    ):  # curves, or one PIT array per model
+        items, names = list(curve_or_curves), None
+    elif isinstance(curve_or_curves, str | bytes) or np.ndim(curve_or_curves) != 1:
         raise TypeError(
-            "curve_or_curves must be a CalibrationCurve, a sequence of them or a mapping "
-            f"label -> curve; got {type(curve_or_curves).__name__}."
+            "curve_or_curves must be a CalibrationCurve, a 1-D array of PIT values, or a "
+            f"sequence or mapping label -> either; got {type(curve_or_curves).__name__}. "
+            f"Call {_CALIBRATION_CURVE_CALLS}."
         )
-    if not curves:
-        raise ValueError("curve_or_curves is empty; pass at least one CalibrationCurve.")
-    for i, c in enumerate(curves):
-        _check_curve(c, f"curve_or_curves[{i}]")
+    else:  # one 1-D array of PIT values
+        items, names = [curve_or_curves], None
+    curve_kind = kind or "quantile"
+    curves, areas, from_pit = [], [], []
+    for i, c in enumerate(items):
+        if isinstance(c, cls):
+            curves.append(c)
+            areas.append(float(curve_area(c)))
+            from_pit.append(False)
+            continue
+        try:
+            u = _check_pit(c)
+        except TypeError as err:
+            raise TypeError(
+                f"curve_or_curves[{i}] must be a CalibrationCurve or PIT values; got "
+                f"{type(c).__name__}. Call {_CALIBRATION_CURVE_CALLS}."
+            ) from err
+        cu = reg.calibration_curve(u, num_levels=num_levels, kind=curve_kind)
+        if band and key is not None:
+            b = reg.pit_ecdf_band(
+                key, u.size, level=level, num_points=num_levels, num_samples=num_samples
+            )
+            cu = cu._replace(lower=b.lower, upper=b.upper)
+        curves.append(cu)
+        areas.append(float(reg.miscalibration_area(u, kind=curve_kind)))
+        from_pit.append(u.size)
+    if any(from_pit) and kind is None:
+        kind = "quantile"
+    if band_label is None:
+        sizes = {n for n in from_pit if n}
+        if key is not None and sizes and len(sizes) == 1 and all(from_pit):
+            band_label = f"{level:.0%} simultaneous band under calibration (n={sizes.pop()})"
+        elif key is not None and any(from_pit):
+            band_label = f"{level:.0%} simultaneous band under calibration"
+        else:
+            band_label = "band"
     if labels is not None:
         labels = [str(s) for s in labels]
         if len(labels) != len(curves):
@@ -261,7 +388,7 @@ def calibration_curve(
             [None] if len(curves) == 1 else [f"model {i + 1}" for i in range(len(curves))]
         )
 
-    ax = _axes(ax)
+    ax = _axes(ax, figsize=(7.2, 4.8))
     _reference_line(ax, [0, 1], [0, 1], "ideal")
     with_band = [c for c in curves if c.lower is not None and c.upper is not None]
     shared = (
@@ -282,10 +409,10 @@ def calibration_curve(
             label=band_label,
         )
     hatches = ("////", "\\\\\\\\", "||||", "----", "xxxx")
-    for i, (c, name) in enumerate(zip(curves, names, strict=True)):
+    word = _kind_word(kind)
+    for i, (c, name, area) in enumerate(zip(curves, names, areas, strict=True)):
         color = _color(i, None if colors is None else colors[i])
         x, y = _np(c.expected), _np(c.observed)
-        area = float(curve_area(c))
         if band and not shared and c.lower is not None and c.upper is not None:
             ax.fill_between(
                 x,
@@ -306,19 +433,25 @@ def calibration_curve(
                 hatch=hatches[i % len(hatches)],
                 linewidth=0,
                 alpha=0.5,
-                label=f"miscalibration area {area:.3f}" if name is None else None,
+                label=f"miscalibration {word} = {area:.3f}" if name is None else None,
             )
-        line_label = "observed" if name is None else f"{name} (area {area:.3f})"
+        line_label = "observed" if name is None else f"{name}: {word} = {area:.3f}"
         ax.plot(x, y, color=color, linewidth=1.8, label=line_label)
     xlabel, ylabel = _AXIS_LABELS[kind]
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     _unit_square(ax)
-    ax.legend(loc="upper left", fontsize="small", frameon=False)
+    _legend_right(ax)
     return ax
 
 
 # ---------------------------------------------------------- reliability diagram
+
+_RELIABILITY_CALLS = (
+    "plot.reliability_diagram(y_true, y_prob, bins=10) with labels and predicted "
+    "probabilities, or plot.reliability_diagram(curve) with curve = "
+    "bayescal.classification.reliability_curve(y_true, y_prob)"
+)
 
 
 def _bin_edges(x: np.ndarray, k: int, edges: Any) -> np.ndarray | None:
@@ -336,9 +469,20 @@ def _bin_edges(x: np.ndarray, k: int, edges: Any) -> np.ndarray | None:
     return e if ok.all() else None
 
 
+def _marker_sizes(w: np.ndarray) -> np.ndarray:
+    """Marker areas (points^2) growing with the count: 8 for 1 case, 90 for the most."""
+    top = max(float(w.max()), 1.0)
+    return 8.0 + 82.0 * np.sqrt(np.clip(w, 0, None) / top)
+
+
 def reliability_diagram(
     curve: Any,
-    *,
+    y_prob: Any = None,
+    *args: Any,
+    bins: Any = None,
+    strategy: str = "uniform",
+    level: float = 0.95,
+    min_count: int = 10,
     ax: Any = None,
     style: str = "points",
     intervals: bool = True,
@@ -348,30 +492,53 @@ def reliability_diagram(
     hist_ax: Any = None,
     label: str | None = None,
     color: Any = None,
-    interval_label: str = "acceptance interval",
+    interval_label: str | None = None,
     log_counts: bool = False,
 ) -> Any:
     """Reliability diagram of a binned classifier curve, with counts and intervals.
 
     Observed frequency against mean predicted probability per bin, as points or bars,
     the diagonal, per-bin intervals from ``curve.lower`` / ``curve.upper`` (e.g.
-    :func:`bayescal.core.binomial_acceptance_intervals`, drawn around the diagonal),
+    :func:`bayescal.classification.acceptance_intervals`, drawn around the diagonal),
     a histogram of the counts per bin below, and optionally a CORP (PAV) curve with its
     consistency band (:func:`bayescal.core.corp_consistency_band`).
 
+    Two calls: ``reliability_diagram(y_true, y_prob, bins=10)`` bins the labels and
+    probabilities (:func:`bayescal.classification.reliability_curve`) and adds the
+    ``level`` acceptance intervals of a calibrated model
+    (:func:`bayescal.classification.acceptance_intervals`); it draws the same as
+    ``reliability_diagram(acceptance_intervals(reliability_curve(y_true, y_prob,
+    bins=10)))``. ``reliability_diagram(curve)`` draws a curve; a binned curve
+    (one with ``edges``) without ``lower`` / ``upper`` gets its acceptance intervals.
+
+    A bin's marker area grows with its count, and bins with fewer than ``min_count``
+    cases are drawn hollow and faded, and the connecting line breaks at them: a
+    frequency of 0 or 1 from three cases is noise, which its wide interval shows. The legend sits
+    to the right of the axes, off the data.
+
     Parameters
     ----------
-    curve : CalibrationCurve
+    curve : CalibrationCurve, or y_true when ``y_prob`` is given
         ``expected`` = mean prediction per bin, ``observed`` = frequency of positives,
-        ``weight`` = count per bin (empty bins, weight 0, are not drawn).
+        ``weight`` = count per bin (empty bins, weight 0, are not drawn). With
+        ``y_prob``: the binary labels, shape [N].
+    y_prob : array_like, shape [N], optional
+        Predicted probabilities of class 1 (then ``curve`` holds the labels).
+    bins, strategy
+        For labels and probabilities: passed to ``reliability_curve`` (``bins``
+        default: its default).
+    level : float in (0, 1), default 0.95
+        Level of the acceptance intervals computed here.
+    min_count : int, default 10
+        Bins with fewer cases are drawn as small-count bins.
     ax : matplotlib Axes, optional
     style : {"points", "bars"}
     intervals : bool, default True
         Draw ``curve.lower`` / ``curve.upper`` as vertical bars at each bin's mean
-        prediction (if the curve has them).
+        prediction.
     histogram : bool, default True
-        Add a panel with the count per bin below the diagram (``hist_ax``, or a new
-        axes appended below ``ax`` with ``make_axes_locatable``).
+        Add a panel with the count per bin below the diagram (``hist_ax``, or an
+        inset axes under ``ax``, which constrained layout makes room for).
     corp : CalibrationCurve, optional
         A CORP curve: ``expected`` = sorted forecasts, ``observed`` = the PAV fit, and
         ``lower`` / ``upper`` = a consistency band; drawn as a step function.
@@ -382,9 +549,11 @@ def reliability_diagram(
     hist_ax : matplotlib Axes, optional
         Where to draw the histogram.
     label : str, optional
-        Legend label of the observed frequencies (default "observed").
+        Legend label of the observed frequencies (default "observed frequency").
     color : color, optional
-    interval_label : str, default "acceptance interval"
+    interval_label : str, optional
+        Default "acceptance interval" (for intervals computed here: "95% acceptance
+        interval (calibrated)").
     log_counts : bool, default False
         Log scale for the histogram.
 
@@ -392,6 +561,12 @@ def reliability_diagram(
     -------
     matplotlib.axes.Axes
         The main axes (the histogram panel is ``ax.figure.axes[-1]`` when created).
+
+    Raises
+    ------
+    TypeError
+        For one array without ``y_prob``, or more than two positional arguments: the
+        message names the call to make.
 
     Examples
     --------
@@ -403,31 +578,69 @@ def reliability_diagram(
     >>> c = CalibrationCurve(jnp.array([0.2, 0.7]), jnp.array([0.25, 0.6]), jnp.array([40, 60]))
     >>> ax = plot.reliability_diagram(c)
     >>> ax.get_ylabel()
-    'observed frequency'
+    'observed frequency of class 1'
+    >>> ax = plot.reliability_diagram([0, 0, 1, 1, 1], [0.1, 0.3, 0.6, 0.8, 0.9], bins=5)
+    >>> ax.get_legend().get_texts()[1].get_text()
+    '95% acceptance interval (calibrated)'
     """
+    from bayescal import classification as clf
+
+    _check_call("reliability_diagram", _RELIABILITY_CALLS, 2, (curve, y_prob, *args))
     if style not in ("points", "bars"):
         raise ValueError(f"style must be 'points' or 'bars'; got {style!r}.")
-    _check_curve(curve, "curve")
+    if isinstance(min_count, bool) or not isinstance(min_count, int | np.integer):
+        raise TypeError(f"min_count must be an int >= 0, e.g. 10; got {min_count!r}.")
+    if min_count < 0:
+        raise ValueError(f"min_count must be an int >= 0, e.g. 10; got {min_count}.")
+    cls = _curve_type()
+    computed = False
+    if y_prob is not None:
+        if isinstance(curve, cls):
+            raise TypeError(
+                "reliability_diagram got a CalibrationCurve and y_prob: pass either the "
+                f"curve alone or labels and probabilities. Call {_RELIABILITY_CALLS}."
+            )
+        kw = {} if bins is None else {"bins": bins}
+        curve = clf.reliability_curve(curve, y_prob, strategy=strategy, **kw)
+        computed = True
+    elif not isinstance(curve, cls):
+        raise TypeError(
+            f"curve must be a CalibrationCurve, or labels with y_prob; got one "
+            f"{type(curve).__name__} and no y_prob. Call {_RELIABILITY_CALLS}. For PIT "
+            "values call plot.calibration_curve(pit) or plot.pit_ecdf(pit, key=0)."
+        )
+    elif bins is not None:
+        raise TypeError(
+            "bins applies to labels and probabilities; a curve is already binned. Call "
+            f"{_RELIABILITY_CALLS}."
+        )
     if corp is not None:
         _check_curve(corp, "corp")
+    level = _check_level(level)
+    if intervals and curve.lower is None and getattr(curve, "edges", None) is not None:
+        curve = clf.acceptance_intervals(curve, level=level)
+        computed = True
+    if interval_label is None:
+        interval_label = (
+            f"{level:.0%} acceptance interval (calibrated)"
+            if computed
+            else "acceptance interval"
+        )
     x, y, w = _np(curve.expected), _np(curve.observed), _np(curve.weight)
     if not (x.ndim == 1 and x.shape == y.shape == w.shape):
         raise ValueError(
             "curve.expected, curve.observed and curve.weight must be 1-D of one length; "
             f"got shapes {x.shape}, {y.shape}, {w.shape}."
         )
-    if ax is None and histogram:
-        # make_axes_locatable's divider is invisible to constrained layout: fixed margins.
-        ax = _axes(None, figsize=(4.8, 6.2), layout=None)
-        ax.figure.subplots_adjust(left=0.15, right=0.96, bottom=0.08, top=0.98)
-    else:
-        ax = _axes(ax)
+    ax = _axes(ax, figsize=(7.0, 6.2))
     color = _color(0, color)
     k = x.size
     if edges is None and getattr(curve, "edges", None) is not None:
         edges = _np(curve.edges)
     e = _bin_edges(x, k, edges)
     filled = w > 0
+    small = filled & (w < min_count)
+    big = filled & ~small
     _reference_line(ax, [0, 1], [0, 1], "ideal")
 
     if intervals and curve.lower is not None and curve.upper is not None:
@@ -441,11 +654,47 @@ def reliability_diagram(
             linewidth=5,
             alpha=0.35,
             label=interval_label,
+            zorder=1,
         )
 
-    name = label or "observed"
+    name = label or "observed frequency"
+    small_label = f"bin with < {min_count} cases"
     if style == "points":
-        ax.plot(x[filled], y[filled], "o-", color=color, markersize=5, label=name)
+        # the line joins neighbouring well-filled bins only: it breaks at small bins
+        # rather than drawing a straight line across them
+        order = np.argsort(np.where(filled, x, np.inf))[: int(filled.sum())]
+        ax.plot(
+            x[order],
+            np.where(big, y, np.nan)[order],
+            "-",
+            color=color,
+            linewidth=1.2,
+            zorder=2,
+        )
+        ax.scatter(
+            x[big],
+            y[big],
+            s=_marker_sizes(w)[big],
+            color=color,
+            edgecolor="white",
+            linewidth=0.6,
+            zorder=3,
+            clip_on=False,
+            label=f"{name} (area ~ count)",
+        )
+        if small.any():
+            ax.scatter(
+                x[small],
+                y[small],
+                s=_marker_sizes(w)[small],
+                facecolor="none",
+                edgecolor=color,
+                linewidth=1.0,
+                alpha=0.5,
+                zorder=3,
+                clip_on=False,
+                label=small_label,
+            )
     else:
         if e is not None:
             left, width = e[:-1], np.diff(e)
@@ -453,16 +702,18 @@ def reliability_diagram(
             gaps = np.diff(np.sort(x[filled])) if filled.sum() > 1 else np.array([0.1])
             width = np.full(k, 0.8 * max(gaps.min(), 1e-3))
             left = x - width / 2
-        ax.bar(
-            left[filled],
-            y[filled],
-            width=width[filled],
-            align="edge",
-            color=color,
-            alpha=0.75,
-            edgecolor="white",
-            label=name,
-        )
+        for mask, alpha, lab in ((big, 0.75, name), (small, 0.25, small_label)):
+            if mask.any():
+                ax.bar(
+                    left[mask],
+                    y[mask],
+                    width=width[mask],
+                    align="edge",
+                    color=color,
+                    alpha=alpha,
+                    edgecolor="white",
+                    label=lab,
+                )
         ax.bar(
             left[filled],
             (x - y)[filled],
@@ -492,24 +743,25 @@ def reliability_diagram(
         ax.step(cx, cy, where="post", color="C1", linewidth=1.5, label="CORP (PAV)")
 
     _unit_square(ax)
-    ax.set_ylabel("observed frequency")
-    ax.legend(loc="upper left", fontsize="small", frameon=False)
-    xlabel = "mean predicted probability"
+    ax.set_ylabel("observed frequency of class 1")
+    _legend_right(ax)
+    xlabel = "mean predicted probability (per bin)"
     if not histogram:
         ax.set_xlabel(xlabel)
         return ax
 
     if hist_ax is None:
-        from mpl_toolkits.axes_grid1 import make_axes_locatable
-
-        hist_ax = make_axes_locatable(ax).append_axes("bottom", size="28%", pad=0.1)
+        # an inset under the diagram: it follows the square axes' box, and constrained
+        # layout (and bbox_inches="tight") count it as part of the axes
+        hist_ax = ax.inset_axes((0.0, -0.32, 1.0, 0.27))
+    counts_color = np.where(small, "0.6", color) if e is not None else None
     if e is not None:
         hist_ax.bar(
             e[:-1],
             w,
             width=np.diff(e),
             align="edge",
-            color=color,
+            color=list(counts_color),
             alpha=0.6,
             edgecolor="white",
         )
@@ -528,9 +780,16 @@ def reliability_diagram(
 # ------------------------------------------------------------------- PIT plots
 
 
+_PIT_CALLS = (
+    "plot.{name}(pit, key=0) with PIT values in [0, 1], e.g. pit = "
+    "bayescal.regression.pit_normal(y, loc, scale) or bayescal.numpyro.pit(y, draws); "
+    "for a classifier's (y_true, y_prob) call plot.reliability_diagram(y_true, y_prob)"
+)
+
+
 def pit_ecdf(
     pit: Any,
-    *,
+    *args: Any,
     ax: Any = None,
     key: Any = None,
     band: Any = None,
@@ -587,10 +846,12 @@ def pit_ecdf(
     from bayescal import regression as reg
     from bayescal.core import Band
 
+    _check_call("pit_ecdf", _PIT_CALLS.format(name="pit_ecdf"), 1, (pit, *args))
     u = _check_pit(pit)
     level = _check_level(level)
     curve = reg.calibration_curve(u, num_levels=num_points)
     p, g = _np(curve.expected), _np(curve.observed)
+    explicit_no_band = band is False
     if band is None:
         band = key is not None
     if band is True:
@@ -616,7 +877,7 @@ def pit_ecdf(
             "compute it with pit_ecdf_band(key, n, num_points=num_points)."
         )
     shift = p if difference else 0.0
-    ax = _axes(ax, figsize=(5.6, 4.0) if difference else (4.8, 4.8))
+    ax = _axes(ax, figsize=(5.6, 4.0) if difference else (6.8, 4.8))
     color = _color(0, color)
     _reference_line(ax, [0, 1], [0, 0] if difference else [0, 1], "uniform")
     if band is not None:
@@ -664,13 +925,16 @@ def pit_ecdf(
     else:
         ax.set_ylabel("ECDF(p)")
         _unit_square(ax)
-        ax.legend(loc="upper left", fontsize="small", frameon=False)
+        _legend_right(ax)
+    if band is None and not explicit_no_band:
+        # say why there is no band, so that wiggles are not read against nothing
+        ax.get_legend().set_title("no band: pass key= to draw it", prop={"size": "small"})
     return ax
 
 
 def pit_histogram(
     pit: Any,
-    *,
+    *args: Any,
     bins: Any = 10,
     ax: Any = None,
     level: float = 0.95,
@@ -683,7 +947,9 @@ def pit_histogram(
     The band is the pointwise binomial acceptance interval of each bar under perfect
     calibration: a bin of width ``h`` holds :math:`\\mathrm{Bin}(n, h)` values, so its
     density lies in :math:`[Q(\\alpha/2), Q(1-\\alpha/2)] / (n h)` with probability
-    at least ``level`` (per bin, not simultaneously).
+    at least ``level`` (per bin, not simultaneously). The band is drawn behind the
+    bars, and bars outside it are outlined in red and hatched (their number in the
+    legend).
 
     Parameters
     ----------
@@ -710,6 +976,8 @@ def pit_histogram(
     """
     from scipy.stats import binom
 
+    calls = _PIT_CALLS.format(name="pit_histogram").replace("key=0", "bins=10")
+    _check_call("pit_histogram", calls, 1, (pit, *args))
     u = np.asarray(_check_pit(pit), dtype=float)
     level = _check_level(level)
     if isinstance(bins, bool):
@@ -733,24 +1001,18 @@ def pit_histogram(
             )
     n = u.size
     counts, _ = np.histogram(u, bins=edges)
+    # np.histogram closes the last bin on the right; a value exactly at an inner edge
+    # goes to the bin on its right, as for the uniform bins of the band.
     width = np.diff(edges)
     density = counts / (n * width)
     ax = _axes(ax, figsize=(5.6, 4.0))
     color = _color(0, color)
-    ax.bar(
-        edges[:-1],
-        density,
-        width=width,
-        align="edge",
-        color=color,
-        alpha=0.6,
-        edgecolor="white",
-        label=label or f"PIT (n={n})",
-    )
-    if band:  # drawn over the bars, so every bar top reads against it
+    outside = np.zeros(counts.shape, dtype=bool)
+    if band:  # drawn first, behind the bars: every bar top reads against it
         q = (1 - level) / 2
         lo = binom.ppf(q, n, width) / (n * width)
         hi = binom.ppf(1 - q, n, width) / (n * width)
+        outside = (density < lo) | (density > hi)
         ax.fill_between(
             edges,
             np.append(lo, lo[-1]),
@@ -759,15 +1021,40 @@ def pit_histogram(
             color="0.3",
             alpha=0.22,
             linewidth=0,
-            zorder=3,
+            zorder=1,
             label=f"{level:.0%} binomial band (per bin)",
         )
-    ax.axhline(1.0, label="uniform", **_DIAGONAL)
+    ax.bar(
+        edges[:-1][~outside],
+        density[~outside],
+        width=width[~outside],
+        align="edge",
+        color=color,
+        alpha=0.6,
+        edgecolor="white",
+        zorder=2,
+        label=label or f"PIT (n={n})",
+    )
+    if outside.any():
+        ax.bar(
+            edges[:-1][outside],
+            density[outside],
+            width=width[outside],
+            align="edge",
+            color=color,
+            alpha=0.6,
+            edgecolor="C3",
+            linewidth=1.6,
+            hatch="xx",
+            zorder=2,
+            label=f"outside the band ({int(outside.sum())} of {outside.size} bins)",
+        )
+    ax.axhline(1.0, label="uniform", zorder=3, **_DIAGONAL)
     ax.set_xlim(0.0, 1.0)
     ax.set_ylim(0.0, 1.15 * max(density.max(), hi.max() if band else 1.0, 1.0))
     ax.set_xlabel("PIT value")
     ax.set_ylabel("density (uniform = 1)")
-    _legend_below(ax, ncols=3)
+    _legend_below(ax, ncols=2)
     return ax
 
 
@@ -913,7 +1200,7 @@ def smooth_reliability_diagram(
     """
     from bayescal import classification as _clf
 
-    ax = _axes(ax)
+    ax = _axes(ax, figsize=(7.0, 4.8))
     error, sigma = _clf.smooth_calibration_error(
         y_true, y_prob, bandwidth=bandwidth, return_bandwidth=True
     )
@@ -946,5 +1233,5 @@ def smooth_reliability_diagram(
     _unit_square(ax)
     ax.set_xlabel("predicted probability")
     ax.set_ylabel("observed frequency")
-    ax.legend(loc="upper left", fontsize="small", frameon=False)
+    _legend_right(ax)
     return ax
