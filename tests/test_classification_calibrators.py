@@ -188,6 +188,33 @@ def test_temperature_matches_scalar_minimisation(rng):
     np.testing.assert_array_equal(np.argmax(out, 1), np.argmax(z, 1))  # accuracy kept
 
 
+def test_temperature_warns_when_given_probabilities(rng):
+    # Issue 21: probabilities passed as logits gave T = 4.65 silently. softmax is
+    # invariant to a per-row shift, so np.log(probs) are logits of the same model
+    # (scipy.special.softmax(np.log(p)) == p): the fix the warning names.
+    z = rng.normal(size=(400, 3)) * 3
+    probs = scipy.special.softmax(z, axis=1)
+    y = np.array([rng.choice(3, p=row) for row in scipy.special.softmax(z / 3, axis=1)])
+    with pytest.warns(UserWarning, match=r"look like probabilities.*np\.log\(probs\)"):
+        fit_temperature(y, probs.astype(DTYPE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = fit_temperature(y, np.log(probs).astype(DTYPE))
+        ref = fit_temperature(y, z.astype(DTYPE))  # the same model, shifted per row
+    np.testing.assert_allclose(cal.temperature, ref.temperature, rtol=1e-4)
+    # binary: probabilities of class 1 as [N] "logits"
+    yb = (rng.uniform(size=400) < 0.5).astype(DTYPE)
+    pb = np.clip(0.5 + 0.3 * (yb - 0.5) + 0.1 * rng.normal(size=400), 0, 1)
+    with pytest.warns(UserWarning, match=r"np\.log\(p / \(1 - p\)\)"):
+        fit_temperature(yb, pb.astype(DTYPE))
+    # one value outside [0, 1] is enough to read them as logits; under jit the flag is
+    # traced: no warning (nothing can be told), the fit still runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_temperature(yb, np.append(pb[:-1], 1.5).astype(DTYPE))
+        jax.jit(fit_temperature)(y, probs.astype(DTYPE))
+
+
 # --- held-out improvement on an overconfident classifier (fixed seed) ---
 @pytest.mark.slow
 def test_calibrators_improve_heldout_ece():
