@@ -377,6 +377,52 @@ def test_cross_calibrate_matches_sklearn_calibrated_classifier_cv(rng, strategy,
     assert len(res.calibrators) == (4 if strategy == "per_fold" else 1)
 
 
+@pytest.mark.parametrize("strategy, ensemble", [("per_fold", True), ("pooled", False)])
+def test_cross_calibrated_classifier_fits_once_and_reuses_its_models(rng, strategy, ensemble):
+    # Issue 21: predict_proba refitted the K models on every call. With (fit, predict)
+    # the models are trained in cross_calibrate (K folds, + 1 final model for pooled)
+    # and each predict_proba only predicts, with the very model objects stored; the
+    # result equals scikit-learn 1.9's CalibratedClassifierCV on the same folds.
+    x = rng.normal(size=(400, 3))
+    y = (rng.uniform(size=400) < scipy.special.expit(x @ [1.5, -1.0, 0.5])).astype(int)
+    x_new = rng.normal(size=(50, 3))
+    fold = np.arange(400) % 4
+    splits = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(4)]
+    fitted, predicted_with = [], []
+
+    def fit(x_train, y_train):
+        fitted.append(GaussianNB().fit(x_train, y_train))
+        return fitted[-1]
+
+    def predict(model, x_eval):
+        predicted_with.append(model)
+        return model.predict_proba(x_eval)[:, 1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # float64 scores -> float32
+        res = cross_calibrate(0, (fit, predict), x, y, ensemble=strategy, folds=fold)
+        trained = len(fitted)
+        assert trained == (4 if strategy == "per_fold" else 5)
+        del predicted_with[:]
+        first = res.predict_proba(x_new)
+        for _ in range(3):
+            np.testing.assert_array_equal(res.predict_proba(x_new), first)
+    assert len(fitted) == trained  # nothing trained again
+    stored = res.models if strategy == "per_fold" else (fitted[-1],)
+    assert all(a is b for a, b in zip(res.models, stored, strict=True))
+    assert predicted_with[: len(stored)] == list(stored)
+    assert all(any(m is s for s in stored) for m in predicted_with)
+    ref = CalibratedClassifierCV(
+        GaussianNB(), method="isotonic", cv=splits, ensemble=ensemble
+    ).fit(x, y)
+    np.testing.assert_allclose(first, ref.predict_proba(x_new)[:, 1], atol=1e-10 if X64 else 2e-6)
+
+
+def test_cross_calibrate_rejects_a_bad_model_pair():
+    with pytest.raises(TypeError, match=r"a pair \(fit, predict\)"):
+        cross_calibrate(0, (lambda x, y: None,), np.zeros((10, 1)), np.arange(10) % 2)
+
+
 def test_cross_calibrate_stratified_folds_and_callable_method(rng):
     x = rng.normal(size=(120, 2))
     y = (x[:, 0] + rng.normal(size=120) > 0).astype(int)
