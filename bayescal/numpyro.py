@@ -919,11 +919,11 @@ class PredictiveMoments(NamedTuple):
 
     Attributes
     ----------
-    mean : Array, shape [*site_shape]
-        Predictive mean.
-    variance : Array, shape [*site_shape]
-        Predictive variance (law of total variance); infinite where a draw's
-        distribution has no finite variance.
+    mean : Array
+        Predictive mean, of the site's shape (``[*site_shape]``).
+    variance : Array
+        Predictive variance (law of total variance), of the same shape; infinite
+        where a draw's distribution has no finite variance.
     """
 
     mean: jax.Array
