@@ -34,7 +34,10 @@ class Dataset(NamedTuple):
 
 
 def _load(name: str, target_dtype) -> Dataset:
-    text = resources.files("bayescal").joinpath("data", name).read_text(encoding="utf-8")
+    # The data's own package, one path step: resources.files("bayescal") is a
+    # MultiplexedPath when another folder named bayescal (a clone's root, seen from
+    # its parent folder) joins the package's path, and a two-step joinpath raises.
+    text = resources.files("bayescal.data").joinpath(name).read_text(encoding="utf-8")
     rows = list(csv.reader(io.StringIO(text)))
     header, body = rows[0], np.asarray(rows[1:], dtype=np.float64)
     return Dataset(

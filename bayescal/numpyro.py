@@ -54,6 +54,7 @@ __all__ = [
     "rao_blackwell_pit",
     "loo_pit",
     "predictive_moments",
+    "PredictiveMoments",
     "predictive_probs",
     "RecalibratedDistribution",
     "LooPit",  # noqa: F822 (provided by the module __getattr__, with the ArviZ adapter)
@@ -918,6 +919,38 @@ def _check_result(x: jax.Array, what: str, site: str, name: str) -> None:
         )
 
 
+class PredictiveMoments(NamedTuple):
+    """Posterior predictive mean and variance, from :func:`predictive_moments`.
+
+    A NamedTuple, so ``mean, variance = predictive_moments(...)`` unpacks as before;
+    the fields say which is which, and :attr:`scale` is the standard deviation that
+    the ``scale`` arguments of :mod:`bayescal.regression` expect (a variance passed
+    there reads as a scale that is its square: ``fit_sigma_scaling`` then fits a
+    factor near the variance's own size, not 1).
+
+    Attributes
+    ----------
+    mean : Array
+        Predictive mean, of the site's shape (``[*site_shape]``).
+    variance : Array
+        Predictive variance (law of total variance), of the same shape; infinite
+        where a draw's distribution has no finite variance.
+    """
+
+    mean: jax.Array
+    variance: jax.Array
+
+    @property
+    def scale(self) -> jax.Array:
+        """The predictive standard deviation, ``sqrt(variance)``: the ``scale`` of
+        :func:`~bayescal.regression.pit_normal`, :func:`~bayescal.regression.sharpness`
+        and :func:`~bayescal.regression.fit_sigma_scaling`."""
+        v = self.variance
+        if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and host_resident(v):
+            return jax.device_put(np.sqrt(np.asarray(v)))  # no program per length
+        return jnp.sqrt(v)
+
+
 def predictive_moments(
     model: Callable,
     posterior_samples: Mapping[str, ArrayLike],
@@ -926,7 +959,7 @@ def predictive_moments(
     chunk_size: int | None = None,
     matmul_precision: MatmulPrecision | None = "highest",
     **kwargs: Any,
-) -> tuple[jax.Array, jax.Array]:
+) -> PredictiveMoments:
     r"""Posterior predictive mean and variance of a site (law of total variance).
 
     .. math::
@@ -936,9 +969,9 @@ def predictive_moments(
 
     with :math:`\mu_s, \sigma^2_s` the mean and variance of the site's distribution
     under draw :math:`s`: exact for the mixture over the draws, without sampling
-    ``y``. Use ``sqrt(var)`` as the predictive scale for
+    ``y``. The result's ``scale`` (``sqrt(variance)``) is the predictive scale for
     :func:`bayescal.regression.sharpness` and
-    :func:`bayescal.regression.fit_sigma_scaling`.
+    :func:`bayescal.regression.fit_sigma_scaling`; pass it, not the variance.
 
     Parameters
     ----------
@@ -950,9 +983,10 @@ def predictive_moments(
 
     Returns
     -------
-    mean, var : Array, shape ``[*site_shape]``
-        Infinite where a draw's distribution has no finite variance (StudentT with
-        ``df <= 2``).
+    PredictiveMoments
+        ``(mean, variance)``, each of shape ``[*site_shape]``, and ``.scale`` =
+        ``sqrt(variance)``. The variance is infinite where a draw's distribution has
+        no finite variance (StudentT with ``df <= 2``).
 
     Notes
     -----
@@ -969,9 +1003,12 @@ def predictive_moments(
     ...     mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
     ...     with numpyro.plate("data", n):
     ...         numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
-    >>> mean, var = predictive_moments(model, {"mu": jnp.array([-1.0, 1.0])}, 3)
-    >>> mean.tolist(), var.tolist()
+    >>> m = predictive_moments(model, {"mu": jnp.array([-1.0, 1.0])}, 3)
+    >>> m.mean.tolist(), m.variance.tolist()
     ([0.0, 0.0, 0.0], [2.0, 2.0, 2.0])
+    >>> [round(s, 4) for s in m.scale.tolist()]  # for the scale arguments
+    [1.4142, 1.4142, 1.4142]
+    >>> mean, var = m  # unpacks as a pair
     """
 
     def check(name, base, probe):
@@ -997,7 +1034,7 @@ def predictive_moments(
         )
     mean, var = _moments(pivot, *means)
     _check_result(mean, "predictive_moments", site, info.name)
-    return _cut_rows(mean, n), _cut_rows(var, n)
+    return PredictiveMoments(_cut_rows(mean, n), _cut_rows(var, n))
 
 
 @jax.jit

@@ -35,6 +35,8 @@ extensions = [
     "sphinx_copybutton",
     # MathJax 3 served from _static/mathjax: the site renders maths offline.
     "sphinx-mathjax-offline",
+    # docs/_ext/api_titles.py: API pages titled by the object's name, wrapping at "_"
+    "api_titles",
 ]
 
 # The tutorials live in ../tutorials; copy them next to the docs sources so myst-nb

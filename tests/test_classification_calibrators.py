@@ -188,6 +188,33 @@ def test_temperature_matches_scalar_minimisation(rng):
     np.testing.assert_array_equal(np.argmax(out, 1), np.argmax(z, 1))  # accuracy kept
 
 
+def test_temperature_warns_when_given_probabilities(rng):
+    # Issue 21: probabilities passed as logits gave T = 4.65 silently. softmax is
+    # invariant to a per-row shift, so np.log(probs) are logits of the same model
+    # (scipy.special.softmax(np.log(p)) == p): the fix the warning names.
+    z = rng.normal(size=(400, 3)) * 3
+    probs = scipy.special.softmax(z, axis=1)
+    y = np.array([rng.choice(3, p=row) for row in scipy.special.softmax(z / 3, axis=1)])
+    with pytest.warns(UserWarning, match=r"look like probabilities.*np\.log\(probs\)"):
+        fit_temperature(y, probs.astype(DTYPE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cal = fit_temperature(y, np.log(probs).astype(DTYPE))
+        ref = fit_temperature(y, z.astype(DTYPE))  # the same model, shifted per row
+    np.testing.assert_allclose(cal.temperature, ref.temperature, rtol=1e-4)
+    # binary: probabilities of class 1 as [N] "logits"
+    yb = (rng.uniform(size=400) < 0.5).astype(DTYPE)
+    pb = np.clip(0.5 + 0.3 * (yb - 0.5) + 0.1 * rng.normal(size=400), 0, 1)
+    with pytest.warns(UserWarning, match=r"np\.log\(p / \(1 - p\)\)"):
+        fit_temperature(yb, pb.astype(DTYPE))
+    # one value outside [0, 1] is enough to read them as logits; under jit the flag is
+    # traced: no warning (nothing can be told), the fit still runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_temperature(yb, np.append(pb[:-1], 1.5).astype(DTYPE))
+        jax.jit(fit_temperature)(y, probs.astype(DTYPE))
+
+
 # --- held-out improvement on an overconfident classifier (fixed seed) ---
 @pytest.mark.slow
 def test_calibrators_improve_heldout_ece():
@@ -348,6 +375,52 @@ def test_cross_calibrate_matches_sklearn_calibrated_classifier_cv(rng, strategy,
     np.testing.assert_allclose(ours, expected, atol=tol)
     np.testing.assert_allclose(res.new_proba, expected, atol=tol)  # no refit path
     assert len(res.calibrators) == (4 if strategy == "per_fold" else 1)
+
+
+@pytest.mark.parametrize("strategy, ensemble", [("per_fold", True), ("pooled", False)])
+def test_cross_calibrated_classifier_fits_once_and_reuses_its_models(rng, strategy, ensemble):
+    # Issue 21: predict_proba refitted the K models on every call. With (fit, predict)
+    # the models are trained in cross_calibrate (K folds, + 1 final model for pooled)
+    # and each predict_proba only predicts, with the very model objects stored; the
+    # result equals scikit-learn 1.9's CalibratedClassifierCV on the same folds.
+    x = rng.normal(size=(400, 3))
+    y = (rng.uniform(size=400) < scipy.special.expit(x @ [1.5, -1.0, 0.5])).astype(int)
+    x_new = rng.normal(size=(50, 3))
+    fold = np.arange(400) % 4
+    splits = [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(4)]
+    fitted, predicted_with = [], []
+
+    def fit(x_train, y_train):
+        fitted.append(GaussianNB().fit(x_train, y_train))
+        return fitted[-1]
+
+    def predict(model, x_eval):
+        predicted_with.append(model)
+        return model.predict_proba(x_eval)[:, 1]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # float64 scores -> float32
+        res = cross_calibrate(0, (fit, predict), x, y, ensemble=strategy, folds=fold)
+        trained = len(fitted)
+        assert trained == (4 if strategy == "per_fold" else 5)
+        del predicted_with[:]
+        first = res.predict_proba(x_new)
+        for _ in range(3):
+            np.testing.assert_array_equal(res.predict_proba(x_new), first)
+    assert len(fitted) == trained  # nothing trained again
+    stored = res.models if strategy == "per_fold" else (fitted[-1],)
+    assert all(a is b for a, b in zip(res.models, stored, strict=True))
+    assert predicted_with[: len(stored)] == list(stored)
+    assert all(any(m is s for s in stored) for m in predicted_with)
+    ref = CalibratedClassifierCV(
+        GaussianNB(), method="isotonic", cv=splits, ensemble=ensemble
+    ).fit(x, y)
+    np.testing.assert_allclose(first, ref.predict_proba(x_new)[:, 1], atol=1e-10 if X64 else 2e-6)
+
+
+def test_cross_calibrate_rejects_a_bad_model_pair():
+    with pytest.raises(TypeError, match=r"a pair \(fit, predict\)"):
+        cross_calibrate(0, (lambda x, y: None,), np.zeros((10, 1)), np.arange(10) % 2)
 
 
 def test_cross_calibrate_stratified_folds_and_callable_method(rng):

@@ -416,3 +416,34 @@ def test_a_zero_weight_removes_its_term_even_where_the_score_is_infinite():
     got = log_loss([1, 1], [0.0, 0.5], weights=[0.0, 1.0])
     np.testing.assert_allclose(float(got), np.log(2.0), rtol=1e-6)
     assert np.isinf(float(log_loss([1, 1], [0.0, 0.5], weights=[0.5, 1.0])))
+
+
+# --- one default bin count (issue 21) ---
+def test_binned_functions_share_one_default_bin_count(rng):
+    import inspect
+
+    from bayescal import classification as clf
+    from bayescal.classification import _multiclass
+
+    fns = [
+        clf.reliability_curve,
+        clf.expected_calibration_error,
+        clf.bootstrap_reliability_curve,
+        clf.brier_decomposition_binned,
+        clf.reliability_accumulator,
+        _multiclass.top_label_calibration_error,
+        _multiclass.marginal_calibration_error,
+    ]
+    defaults = {f.__name__: inspect.signature(f).parameters["bins"].default for f in fns}
+    assert set(defaults.values()) == {15}, defaults
+    # the default curve is the one the default ECE sums over: ECE = the count-weighted
+    # mean gap of reliability_curve(y, p) (Guo et al. 2017, eq. 3), the same 15 bins
+    y, p = _calibrated(rng, 3000)
+    p = np.clip(p * 1.3 - 0.15, 0, 1).astype(DTYPE)  # miscalibrated
+    c = clf.reliability_curve(y, p)
+    assert c.expected.shape == (15,)
+    w = np.asarray(c.weight, np.float64)
+    gap = np.abs(np.asarray(c.observed, np.float64) - np.asarray(c.expected, np.float64))
+    np.testing.assert_allclose(
+        float(clf.expected_calibration_error(y, p)), (w * gap).sum() / w.sum(), rtol=1e-4
+    )

@@ -182,3 +182,57 @@ def test_save_load_round_trip(tmp_path):
         back = load_calibrator(path)
         assert back == cal
         assert type(back) is type(cal)
+
+
+# --- one convention: coverage or alpha (issue 21) ---
+def test_coverage_and_alpha_name_the_same_interval():
+    # n = 19, alpha = 0.1: Lei et al.'s rank ceil((n + 1)(1 - alpha)) = 18 exactly; the
+    # float 1 - 0.9 = 0.09999999999999998 would give 19. coverage=0.9 must be alpha=0.1.
+    y, loc, scale = _pool(7, 19)
+    scores = np.sort(np.abs(y - loc) / scale)
+    by_alpha = reg.fit_conformal(y, loc, scale, alpha=0.1)
+    by_coverage = reg.fit_conformal(y, loc, scale, coverage=0.9)
+    default = reg.fit_conformal(y, loc, scale)
+    assert reg.conformal_rank(19, 0.1) == 18
+    np.testing.assert_allclose(float(by_coverage.quantile), scores[17], rtol=1e-6)
+    assert by_coverage == by_alpha == default
+    assert by_coverage.alpha == 0.1 and by_coverage.coverage == 0.9
+    lo, hi = loc - scale, loc + scale
+    cqr = reg.fit_conformalized_quantile(y, lo, hi, coverage=0.9)
+    assert cqr == reg.fit_conformalized_quantile(y, lo, hi, alpha=0.1)
+    assert cqr.coverage == 0.9
+    # the isotonic / sigma-scaling intervals take both too
+    s = reg.fit_sigma_scaling(y, loc, scale)
+    ref = reg.recalibrated_interval(s, 0.9, loc=loc, scale=scale)
+    for kwargs in ({"alpha": 0.1}, {"coverage": 0.9}):
+        got = reg.recalibrated_interval(s, loc=loc, scale=scale, **kwargs)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
+    assert float(reg.interval_score(y, lo, hi, coverage=0.9)) == float(
+        reg.interval_score(y, lo, hi, alpha=0.1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda y, m, s: reg.fit_conformal(y, m, alpha=0.1, coverage=0.9), ValueError,
+         r"pass coverage or alpha, not both"),
+        (lambda y, m, s: reg.fit_conformalized_quantile(y, m - s, m + s, alpha=0.1,
+                                                        coverage=0.9), ValueError, "not both"),
+        (lambda y, m, s: reg.recalibrated_interval(reg.fit_sigma_scaling(y, m, s), 0.9,
+                                                   alpha=0.1, loc=m, scale=s), ValueError,
+         "not both"),
+        (lambda y, m, s: reg.recalibrated_interval(reg.fit_sigma_scaling(y, m, s), loc=m,
+                                                   scale=s), TypeError,
+         r"coverage \(e\.g\. coverage=0\.9\) or its miscoverage alpha"),
+        (lambda y, m, s: reg.interval_score(y, m - s, m + s), TypeError, "coverage"),
+        (lambda y, m, s: reg.fit_conformal(y, m, coverage=90), ValueError,
+         r"coverage must be a float in \(0, 1\), e\.g\. 0\.9"),
+        (lambda y, m, s: reg.fit_conformal(y, m, coverage="0.9"), TypeError,
+         "coverage must be a float"),
+    ],
+)
+def test_coverage_and_alpha_errors_name_the_fix(call, error, match):
+    y, loc, scale = _pool(8, 40)
+    with pytest.raises(error, match=match):
+        call(y, loc, scale)

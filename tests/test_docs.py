@@ -197,3 +197,26 @@ def test_param_types_link_to_our_own_types():
     )
     assert 'href="bayescal.core.Band.html#bayescal.core.Band"' in text
     assert "PRNG <a" in text  # "PRNG key": only "key" is a link (to jax.random.key)
+
+
+def test_index_page_shows_code_and_a_figure():
+    # Issue 21: the home page had no code and no picture. The example is executed at
+    # build time (myst-nb), so its figure is an image of the built page.
+    text = (_built() / "index.html").read_text(encoding="utf-8")
+    assert 'class="highlight-python' in text or 'class="highlight-ipython3' in text
+    assert "fit_isotonic_recalibrator" in text
+    assert re.search(r'<img[^>]+src="_images/[^"]+\.png"', text), "no figure on index.html"
+    assert "coverage of the recalibrated 90% intervals" in text  # the cell's output
+
+
+def test_api_pages_titled_by_the_name_breaking_between_words():
+    # Issue 21: full dotted titles were clipped mid-word in the heading and sidebar.
+    page = _built() / "api" / "generated" / "bayescal.regression.fit_isotonic_recalibrator.html"
+    text = page.read_text(encoding="utf-8")
+    h1 = re.search(r"<h1>(.*?)<a class=\"headerlink\"", text, flags=re.S).group(1)
+    assert h1 == "fit_<wbr>isotonic_<wbr>recalibrator"
+    title = re.search(r"<title>(.*?)</title>", text, flags=re.S).group(1)
+    assert title.startswith("fit_isotonic_recalibrator") and "wbr" not in title
+    # the sidebar entries break at "_" too
+    # (the theme rewrites the sidebar's HTML: <wbr/>)
+    assert re.search(r">expected_<wbr/?>normalized_<wbr/?>calibration_<wbr/?>error</a>", text)

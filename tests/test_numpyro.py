@@ -346,6 +346,34 @@ def test_predictive_moments_shifted_sum_avoids_cancellation():
     np.testing.assert_allclose(var, np.full(2, 0.01**2 + mu.var()), rtol=1e-3)
 
 
+def test_predictive_moments_fields_name_variance_and_scale():
+    # Issue 21: the variance, unpacked as `var` and passed where a scale goes, gave
+    # fit_sigma_scaling a factor of 4.07. The fields say which is which; .scale is the
+    # standard deviation (numpy's sqrt of the variance) and a calibrated predictive's
+    # sigma-scaling factor with it is 1 (Laves et al.: s = sqrt(mean(z^2)), E z^2 = 1).
+    def model(n, y=None):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        with numpyro.plate("data", n):
+            numpyro.sample("obs", dist.Normal(mu, 1.0), obs=y)
+
+    n = 20000
+    m = bn.predictive_moments(model, {"mu": jnp.array([-1.0, 1.0])}, n)
+    assert isinstance(m, bn.PredictiveMoments) and m._fields == ("mean", "variance")
+    mean, var = m  # still unpacks as a pair
+    assert mean is m.mean and var is m.variance
+    np.testing.assert_allclose(m.variance, np.full(n, 2.0), rtol=1e-6)
+    np.testing.assert_allclose(m.scale, np.sqrt(np.asarray(m.variance)), rtol=1e-7)
+    assert m.scale.dtype == m.variance.dtype
+    rng = np.random.default_rng(3)
+    y = rng.choice([-1.0, 1.0], size=n) + rng.normal(size=n)  # the predictive itself
+    factor = float(reg.fit_sigma_scaling(y, m.mean, m.scale).factor)
+    assert abs(factor - 1) < 0.03
+    # jit: the same fields, scale traced
+    jm = jax.jit(lambda: bn.predictive_moments(model, {"mu": jnp.array([-1.0, 1.0])}, 3))()
+    np.testing.assert_allclose(jax.jit(lambda v: bn.PredictiveMoments(v, v).scale)(jm.variance),
+                               np.sqrt(2.0), rtol=1e-6)
+
+
 def test_predictive_moments_poisson(poisson_data):
     x, _, _ = poisson_data
     rng = np.random.default_rng(9)

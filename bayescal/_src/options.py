@@ -38,3 +38,46 @@ CURVE_KINDS: tuple[CurveKind, ...] = ("quantile", "interval")
 REDUCTIONS: tuple[Reduction, ...] = ("mean", "sum", "none")
 BIN_STRATEGIES: tuple[BinStrategy, ...] = ("uniform", "quantile")
 BOOTSTRAP_METHODS: tuple[BootstrapMethod, ...] = ("plain", "bayesian")
+
+
+def coverage_and_alpha(
+    coverage: Any, alpha: Any, *, default_alpha: float | None = None
+) -> tuple[float, float]:
+    """``(coverage, alpha)`` of an interval from whichever of the two was given.
+
+    The one convention of the interval functions: ``coverage`` (e.g. 0.9) and ``alpha``
+    (the miscoverage, 0.1) name the same interval; a call gives at most one (exactly
+    one where there is no default). The complement is taken in decimal (``0.9`` gives
+    ``alpha`` 0.1, not the float ``1 - 0.9 = 0.09999999999999998``), so that
+    ``coverage=0.9`` and ``alpha=0.1`` give identical results, conformal ranks
+    included.
+    """
+    import numbers
+    from fractions import Fraction
+
+    import numpy as np
+
+    if coverage is not None and alpha is not None:
+        raise ValueError(
+            f"pass coverage or alpha, not both (coverage = 1 - alpha); got "
+            f"coverage={coverage!r} and alpha={alpha!r}."
+        )
+    if coverage is None and alpha is None:
+        if default_alpha is None:
+            raise TypeError(
+                "give the interval's coverage (e.g. coverage=0.9) or its miscoverage "
+                "alpha (e.g. alpha=0.1)."
+            )
+        alpha = default_alpha
+    name, value = ("coverage", coverage) if coverage is not None else ("alpha", alpha)
+    example = "0.9 for 90% intervals" if name == "coverage" else "0.1 for 90% intervals"
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a float in (0, 1), e.g. {example}; got "
+            f"{type(value).__name__} {value!r}."
+        )
+    if not 0 < float(value) < 1:
+        raise ValueError(f"{name} must be a float in (0, 1), e.g. {example}; got {value!r}.")
+    value = float(value)
+    other = float(1 - Fraction(repr(value)))
+    return (value, other) if name == "coverage" else (other, value)

@@ -713,12 +713,19 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
         Integer class labels ``0 .. C-1`` for ``[N, C]`` logits, or binary labels for
         ``[N]`` logits of class 1.
     logits : array_like, shape [N, C] or [N]
-        Uncalibrated logits (pre-softmax scores) of the calibration set.
+        Uncalibrated logits (pre-softmax scores) of the calibration set, not
+        probabilities: a UserWarning says so when every value lies in [0, 1] (pass
+        ``np.log(probs)``, or ``np.log(p / (1 - p))`` for binary probabilities).
 
     Returns
     -------
     TemperatureCalibrator
         ``temperature`` in ``logits``' dtype.
+
+    Warns
+    -----
+    UserWarning
+        When every value of ``logits`` lies in [0, 1]: they look like probabilities.
 
     Notes
     -----
@@ -750,7 +757,18 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     >>> cal(logits).shape
     (4, 3)
     """
-    cal, converged = newton.bucketed_fit(_fit_temperature, (y_true, logits), {})
+    cal, (converged, in_unit) = newton.bucketed_fit(_fit_temperature, (y_true, logits), {})
+    if _v.is_concrete(in_unit) and bool(in_unit):
+        warnings.warn(
+            "fit_temperature: every value of logits lies in [0, 1]; these look like "
+            "probabilities, not logits (T = "
+            f"{float(cal.temperature):.6g} fitted to them means little). Pass logits: "
+            "np.log(probs) for [N, C] class probabilities (softmax ignores the "
+            "per-row shift), np.log(p / (1 - p)) for binary ones, or use fit_platt / "
+            "fit_one_vs_rest, which take probabilities.",
+            UserWarning,
+            stacklevel=2,
+        )
     if _v.is_concrete(converged) and not bool(converged):
         warnings.warn(
             f"fit_temperature did not converge in 100 Newton steps (T = "
@@ -787,6 +805,11 @@ def _fit_temperature(y_true, logits, n):
         labels = jnp.clip(y, 0, z.shape[1] - 1)  # out of range: flagged above
     weights = newton.mask_weights(n, zz.shape[0], zz.dtype)
     beta, g0, all_correct, converged = _temperature_fit(zz, labels, weights)
+    # every real row in [0, 1]: probabilities passed as logits (a warning, not an error)
+    in_unit = (zz >= 0) & (zz <= 1)
+    if weights is not None:
+        in_unit = in_unit | (weights[:, None] == 0)
+    in_unit = jnp.all(in_unit)
     _v.record(
         "less_equal",
         "logits",
@@ -810,7 +833,7 @@ def _fit_temperature(y_true, logits, n):
             "data"
         ),
     )
-    return TemperatureCalibrator((1 / beta).astype(z.dtype)), converged
+    return TemperatureCalibrator((1 / beta).astype(z.dtype)), (converged, in_unit)
 
 
 # --------------------------------------------------------------------------- one-vs-rest

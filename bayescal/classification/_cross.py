@@ -51,15 +51,37 @@ def _length(x: Any, name: str) -> int:
         ) from err
 
 
-def _call(fit_predict: Callable, x_train: Any, y_train: Any, x_eval: Any) -> np.ndarray:
-    scores = np.asarray(fit_predict(x_train, y_train, x_eval))
+def _checked(scores: Any, x_eval: Any, what: str = "fit_predict") -> np.ndarray:
+    scores = np.asarray(scores)
     n_eval = _length(x_eval, "X_eval")
     if scores.shape != (n_eval,):
         raise ValueError(
-            f"fit_predict must return one score per row of X_eval, shape ({n_eval},); "
+            f"{what} must return one score per row of X_eval, shape ({n_eval},); "
             f"got shape {scores.shape}. For predict_proba output pass column 1."
         )
     return scores
+
+
+def _call(fit_predict: Callable, x_train: Any, y_train: Any, x_eval: Any) -> np.ndarray:
+    return _checked(fit_predict(x_train, y_train, x_eval), x_eval)
+
+
+def _model_functions(fit_predict: Any) -> tuple[Callable, Callable] | None:
+    """``(fit, predict)`` for the pair form, None for a ``fit_predict`` callable."""
+    if callable(fit_predict):
+        return None
+    if (
+        isinstance(fit_predict, tuple | list)
+        and len(fit_predict) == 2
+        and all(callable(f) for f in fit_predict)
+    ):
+        return fit_predict[0], fit_predict[1]
+    raise TypeError(
+        "fit_predict must be a callable fit_predict(X_train, y_train, X_eval) -> scores, "
+        "or a pair (fit, predict) of callables fit(X_train, y_train) -> model and "
+        f"predict(model, X_eval) -> scores (trained once, reused); got "
+        f"{type(fit_predict).__name__}."
+    )
 
 
 def _shuffle_rounds(m: int) -> int:
@@ -159,13 +181,14 @@ def _check_folds(folds: Any, labels: np.ndarray) -> np.ndarray:
 class CrossCalibratedClassifier:
     """Result of :func:`cross_calibrate`: calibrators plus what is needed to predict.
 
-    Not a pytree (it holds the user's ``fit_predict`` and the training data); its
+    Not a pytree (it holds the user's functions, models and training data); its
     ``calibrators`` are, and can be saved with :func:`save_calibrator`.
 
     Attributes
     ----------
-    fit_predict : callable
-        The user's ``fit_predict(X_train, y_train, X_eval) -> scores``.
+    fit_predict : callable or (callable, callable)
+        The user's ``fit_predict(X_train, y_train, X_eval) -> scores``, or the
+        ``(fit, predict)`` pair.
     X, y
         The training data.
     ensemble : {"per_fold", "pooled"}
@@ -178,9 +201,14 @@ class CrossCalibratedClassifier:
     new_proba : Array or None
         Calibrated probabilities for ``X_new`` when it was passed to
         :func:`cross_calibrate`.
+    models : tuple
+        With the ``(fit, predict)`` form: the models ``fit`` returned, trained once by
+        :func:`cross_calibrate` (one per fold for ``"per_fold"``; the one trained on
+        all the data for ``"pooled"``) and reused by every :meth:`predict_proba`.
+        Empty with a ``fit_predict`` callable.
     """
 
-    fit_predict: Callable
+    fit_predict: Any
     X: Any
     y: np.ndarray
     ensemble: str
@@ -188,14 +216,17 @@ class CrossCalibratedClassifier:
     calibrators: tuple
     oof_scores: np.ndarray
     new_proba: jax.Array | None = None
+    models: tuple = ()
 
     def predict_proba(self, X_new: Any) -> jax.Array:
         """Calibrated probabilities of class 1 for ``X_new``, shape ``[M]``.
 
-        Calls ``fit_predict`` again: once per fold on that fold's training part
-        (``"per_fold"``) or once on all the data (``"pooled"``), since the contract
-        is a pure fit-and-predict function. To avoid the refits, pass ``X_new`` to
-        :func:`cross_calibrate` and read ``new_proba``.
+        With the ``(fit, predict)`` form, calls ``predict`` on the stored
+        :attr:`models`: nothing is trained again. With a ``fit_predict`` callable
+        there is no model to keep, so it calls ``fit_predict`` again: once per fold
+        on that fold's training part (``"per_fold"``) or once on all the data
+        (``"pooled"``); pass ``X_new`` to :func:`cross_calibrate` (and read
+        ``new_proba``), or use the ``(fit, predict)`` form, to avoid the refits.
 
         Parameters
         ----------
@@ -207,6 +238,13 @@ class CrossCalibratedClassifier:
         Array, shape [M]
             Calibrated probabilities of class 1.
         """
+        if self.models:
+            predict = self.fit_predict[1]
+            probs = [
+                cal(_checked(predict(model, X_new), X_new, "predict"))
+                for model, cal in zip(self.models, self.calibrators, strict=True)
+            ]
+            return probs[0] if self.ensemble == "pooled" else _average(probs)
         if self.ensemble == "pooled":
             scores = _call(self.fit_predict, self.X, self.y, X_new)
             return self.calibrators[0](scores)
@@ -238,11 +276,15 @@ def cross_calibrate(
     key : PRNG key, int seed or None
         Randomness of the stratified fold assignment (the first argument, as in
         ``jax.random``). May be None only when ``folds`` is given.
-    fit_predict : callable
+    fit_predict : callable or (callable, callable)
         ``fit_predict(X_train, y_train, X_eval) -> scores``: trains the user's model
         on ``(X_train, y_train)`` and returns one score (a probability of class 1, or
         a raw score for ``method="platt", input="score"``) per row of ``X_eval``.
-        Plain Python / numpy is fine.
+        Plain Python / numpy is fine. Or a pair ``(fit, predict)``:
+        ``fit(X_train, y_train) -> model`` and ``predict(model, X_eval) -> scores``;
+        the models are then trained here, once, and kept, so that
+        :meth:`CrossCalibratedClassifier.predict_proba` trains nothing (``"pooled"``
+        also trains its final model on all the data here).
     X : array_like, shape [N, ...]
         Features; indexed with integer arrays along the first axis.
     y : array_like, shape [N]
@@ -291,9 +333,10 @@ def cross_calibrate(
     the full model's, which is slightly optimistic when the model improves with
     more data.
 
-    Models are not stored (the contract is a pure ``fit_predict``):
-    ``predict_proba`` retrains them. Pass ``X_new`` to get its predictions from the
-    training calls themselves.
+    With a ``fit_predict`` callable, models are not stored (there is none to keep):
+    ``predict_proba`` retrains them, and ``X_new`` gets its predictions from the
+    training calls themselves. With ``(fit, predict)`` they are trained once and
+    stored in ``models``.
 
     References
     ----------
@@ -315,12 +358,18 @@ def cross_calibrate(
     >>> res = cross_calibrate(0, fit_predict, X, y, method="platt", num_folds=4)
     >>> len(res.calibrators), res.predict_proba(X[:3]).shape
     (4, (3,))
+
+    Trained once, predicted many times, with a ``(fit, predict)`` pair:
+
+    >>> def fit(X_train, y_train):
+    ...     return 3.0 * np.sign(np.corrcoef(X_train[:, 0], y_train)[0, 1])
+    >>> def predict(slope, X_eval):
+    ...     return 1 / (1 + np.exp(-slope * 2 * X_eval[:, 0]))
+    >>> res = cross_calibrate(0, (fit, predict), X, y, method="platt", num_folds=4)
+    >>> len(res.models), res.predict_proba(X[:3]).shape
+    (4, (3,))
     """
-    if not callable(fit_predict):
-        raise TypeError(
-            f"fit_predict must be a callable fit_predict(X_train, y_train, X_eval); got "
-            f"{type(fit_predict).__name__}."
-        )
+    pair = _model_functions(fit_predict)
     _v.check_choice(ensemble, "ensemble", ENSEMBLES)
     num_folds = _v.check_positive_int(num_folds, "num_folds", minimum=2)
     if folds is None:
@@ -355,13 +404,18 @@ def cross_calibrate(
     n_new = None if X_new is None else _length(X_new, "X_new")
     oof = np.empty(n, np.float64)
     new_scores = []
+    models = []
     for k in range(num_folds):
         test, train = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
         x_test = _take(X, test)
         x_eval = (
             x_test if (X_new is None or ensemble == "pooled") else _concat(x_test, X_new)
         )
-        scores = _call(fit_predict, _take(X, train), labels[train], x_eval)
+        if pair is None:
+            scores = _call(fit_predict, _take(X, train), labels[train], x_eval)
+        else:
+            models.append(pair[0](_take(X, train), labels[train]))
+            scores = _checked(pair[1](models[-1], x_eval), x_eval, "predict")
         oof[test] = scores[: test.size]
         new_scores.append(scores[test.size :])
     oof_scores = (
@@ -380,10 +434,18 @@ def cross_calibrate(
     else:
         calibrators = (fit(labels, oof_scores, **options),)
         new_proba = None
+        if pair is not None:
+            models = [pair[0](X, labels)]  # the final model, on all the data
         if X_new is not None:
-            new_proba = calibrators[0](_call(fit_predict, X, labels, X_new))
+            scores = (
+                _call(fit_predict, X, labels, X_new)
+                if pair is None
+                else _checked(pair[1](models[0], X_new), X_new, "predict")
+            )
+            new_proba = calibrators[0](scores)
     if n_new is not None and new_proba is not None and new_proba.shape != (n_new,):
         raise ValueError(f"expected {n_new} predictions for X_new; got {new_proba.shape}.")
     return CrossCalibratedClassifier(
-        fit_predict, X, labels, ensemble, fold, calibrators, oof_scores, new_proba
+        fit_predict, X, labels, ensemble, fold, calibrators, oof_scores, new_proba,
+        tuple(models),
     )

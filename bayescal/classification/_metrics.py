@@ -208,7 +208,7 @@ def reliability_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
     *,
-    bins: Any = 10,
+    bins: Any = 15,
     strategy: BinStrategy = "uniform",
     weights: ArrayLike | None = None,
     return_edges: bool = False,
@@ -221,8 +221,10 @@ def reliability_curve(
         Binary labels, 0 or 1.
     y_prob : array_like, shape [N]
         Predicted probabilities of class 1, in [0, 1].
-    bins : int, array_like or "fd", default 10
-        Number of bins (placed by ``strategy``), an array of ``K + 1``
+    bins : int, array_like or "fd", default 15
+        Number of bins (placed by ``strategy``; 15 as in
+        :func:`expected_calibration_error`, so the curve shows the bins the ECE
+        sums over), an array of ``K + 1``
         nondecreasing edges, or ``"fd"`` for Freedman-Diaconis bins on [0, 1]
         (resolved eagerly from ``y_prob``; not available under ``jax.jit``).
     strategy : {"uniform", "quantile"}, default "uniform"
@@ -697,7 +699,7 @@ def _murphy_kernel(
 
 @_v.validated(fuse=True, bucket=_BUCKET)
 def brier_decomposition_binned(
-    y_true: ArrayLike, y_prob: Any, *, bins: Any = 10, strategy: BinStrategy = "uniform"
+    y_true: ArrayLike, y_prob: Any, *, bins: Any = 15, strategy: BinStrategy = "uniform"
 ) -> MurphyDecomposition:
     r"""Murphy's binned reliability / resolution / uncertainty decomposition (approximate).
 

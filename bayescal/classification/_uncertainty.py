@@ -232,7 +232,7 @@ def bootstrap_reliability_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
     *,
-    bins: Any = 10,
+    bins: Any = 15,
     strategy: BinStrategy = "uniform",
     level: float = 0.95,
     num_samples: int = 1000,

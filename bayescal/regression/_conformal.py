@@ -28,6 +28,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import host as _host
 from bayescal._src import validation as _v
+from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
 
@@ -130,6 +131,11 @@ class ConformalCalibrator:
     alpha: float = 0.1
     normalized: bool = False
 
+    @property
+    def coverage(self) -> float:
+        """The nominal coverage it was fitted for, ``1 - alpha``."""
+        return coverage_and_alpha(None, self.alpha)[0]
+
     @_host.first(_host.conformal_interval)
     def __call__(
         self, loc: ArrayLike, scale: ArrayLike | None = None
@@ -163,6 +169,11 @@ class ConformalizedQuantileCalibrator:
 
     quantile: jax.Array
     alpha: float = 0.1
+
+    @property
+    def coverage(self) -> float:
+        """The nominal coverage it was fitted for, ``1 - alpha``."""
+        return coverage_and_alpha(None, self.alpha)[0]
 
     @_host.first(_host.cqr_interval)
     def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
@@ -204,13 +215,13 @@ def _one_d(x: Any, name: str) -> jax.Array:
     return a
 
 
-@_host.first(_host.fit_conformal)
 def fit_conformal(
     y_true: ArrayLike,
     loc: ArrayLike,
     scale: ArrayLike | None = None,
     *,
-    alpha: float = 0.1,
+    coverage: float | None = None,
+    alpha: float | None = None,
 ) -> ConformalCalibrator:
     r"""Split-conformal intervals from a calibration split.
 
@@ -230,8 +241,12 @@ def fit_conformal(
     scale : array_like, shape [N], optional
         Predictive standard deviations (> 0): normalized scores, so the intervals adapt
         to the predicted spread.
-    alpha : float in (0, 1), default 0.1
-        Miscoverage: ``1 - alpha`` intervals.
+    coverage : float in (0, 1), optional
+        Nominal coverage of the intervals, e.g. 0.9 (as
+        :func:`recalibrated_interval` takes it).
+    alpha : float in (0, 1), optional
+        Or the miscoverage, ``1 - coverage``. Give at most one of the two; neither
+        means ``alpha=0.1`` (90% intervals).
 
     Returns
     -------
@@ -262,7 +277,16 @@ def fit_conformal(
     1.0
     >>> [v.tolist() for v in cal([0.0])]
     [[-1.0], [1.0]]
+    >>> fit_conformal([1.0, 2.0, 3.0, 4.0], [1.5, 2.0, 2.0, 4.5], coverage=0.8) == cal
+    True
     """
+    _, a = coverage_and_alpha(coverage, alpha, default_alpha=0.1)
+    return _fit_conformal_alpha(y_true, loc, scale, alpha=a)
+
+
+@_host.first(_host.fit_conformal)
+def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha):
+    """:func:`fit_conformal` for a resolved ``alpha`` (the host path tried first)."""
     # Shapes, alpha and the rank here (n is known); the values and the scores in one
     # program per bucket of n (the rank is an argument of it).
     y = _one_d(y_true, "y_true")
@@ -289,13 +313,13 @@ def _fit_conformal(y_true, loc, scale, k, *, alpha):
     return ConformalCalibrator(_kth_smallest(scores, k, mask), alpha, scale is not None)
 
 
-@_host.first(_host.fit_conformalized_quantile)
 def fit_conformalized_quantile(
     y_true: ArrayLike,
     lower: ArrayLike,
     upper: ArrayLike,
     *,
-    alpha: float = 0.1,
+    coverage: float | None = None,
+    alpha: float | None = None,
 ) -> ConformalizedQuantileCalibrator:
     r"""Conformalized quantile regression (CQR) from a calibration split.
 
@@ -312,8 +336,11 @@ def fit_conformalized_quantile(
         Observed values of the calibration split.
     lower, upper : array_like, shape [N]
         Predicted lower and upper quantiles on it.
-    alpha : float in (0, 1), default 0.1
-        Miscoverage: ``1 - alpha`` intervals.
+    coverage : float in (0, 1), optional
+        Nominal coverage of the intervals, e.g. 0.9.
+    alpha : float in (0, 1), optional
+        Or the miscoverage, ``1 - coverage``. Give at most one of the two; neither
+        means ``alpha=0.1`` (90% intervals).
 
     Returns
     -------
@@ -342,6 +369,13 @@ def fit_conformalized_quantile(
     >>> float(cqr.quantile)
     2.0
     """
+    _, a = coverage_and_alpha(coverage, alpha, default_alpha=0.1)
+    return _fit_cqr_alpha(y_true, lower, upper, alpha=a)
+
+
+@_host.first(_host.fit_conformalized_quantile)
+def _fit_cqr_alpha(y_true, lower, upper, *, alpha):
+    """:func:`fit_conformalized_quantile` for a resolved ``alpha`` (host path first)."""
     y = _one_d(y_true, "y_true")
     lo = _one_d(lower, "lower")
     hi = _one_d(upper, "upper")

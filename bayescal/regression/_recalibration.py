@@ -19,6 +19,7 @@ from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
+from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.sorting import sort_last_axis
 
@@ -630,8 +631,9 @@ def recalibrated_quantiles(
 
 def recalibrated_interval(
     recalibrator: IsotonicLevelCalibrator | SigmaScalingCalibrator,
-    coverage: float,
+    coverage: float | None = None,
     *,
+    alpha: float | None = None,
     loc: ArrayLike | None = None,
     scale: ArrayLike | None = None,
     draws: ArrayLike | None = None,
@@ -645,8 +647,11 @@ def recalibrated_interval(
     ----------
     recalibrator : IsotonicLevelCalibrator or SigmaScalingCalibrator
         A fitted recalibrator.
-    coverage : float in (0, 1)
+    coverage : float in (0, 1), optional
         Nominal coverage of the interval, e.g. 0.9.
+    alpha : float in (0, 1), optional
+        Or its miscoverage, ``1 - coverage`` (0.1 for a 90% interval), as
+        :func:`fit_conformal` takes it. Give exactly one of ``coverage`` and ``alpha``.
     loc, scale : array_like, shape [N], optional
         Normal predictives (exactly one of ``loc``/``scale`` or ``draws``).
     draws : array_like, shape [S, N], optional
@@ -663,13 +668,11 @@ def recalibrated_interval(
     >>> lo, hi = recalibrated_interval(s, 0.9, loc=[0.0], scale=[1.0])
     >>> round(float(hi[0]), 3)
     3.29
+    >>> lo, hi = recalibrated_interval(s, alpha=0.1, loc=[0.0], scale=[1.0])  # the same
+    >>> round(float(hi[0]), 3)
+    3.29
     """
-    if (
-        isinstance(coverage, bool)
-        or not isinstance(coverage, int | float)
-        or not 0 < coverage < 1
-    ):
-        raise ValueError(f"coverage must be a float in (0, 1), e.g. 0.9; got {coverage!r}.")
+    coverage, _ = coverage_and_alpha(coverage, alpha)
     half = coverage / 2
     levels = np.asarray([0.5 - half, 0.5 + half])
     return _recalibrated(recalibrator, levels, loc, scale, draws, interval=True)

@@ -11,7 +11,7 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
-from bayescal._src.options import Reduction
+from bayescal._src.options import Reduction, coverage_and_alpha
 from bayescal._src.reduce import check_reduction, check_weights, reduce_scores
 from bayescal._src.sorting import sort_last_axis
 
@@ -259,7 +259,8 @@ def interval_score(
     lower: ArrayLike,
     upper: ArrayLike,
     *,
-    alpha: float,
+    alpha: float | None = None,
+    coverage: float | None = None,
     weights: ArrayLike | None = None,
     reduction: Reduction = "mean",
 ) -> jax.Array:
@@ -276,8 +277,10 @@ def interval_score(
         Observed values.
     lower, upper : array_like, shape [N]
         Interval ends, ``lower <= upper``.
-    alpha : float in (0, 1)
+    alpha : float in (0, 1), optional
         Miscoverage of the interval: a 90% interval has ``alpha=0.1``.
+    coverage : float in (0, 1), optional
+        Or its nominal coverage, ``1 - alpha`` (0.9). Give exactly one of the two.
     weights : array_like, shape [N], optional
         Nonnegative observation weights of the mean or sum (not of ``"none"``).
     reduction : {"mean", "sum", "none"}
@@ -293,12 +296,11 @@ def interval_score(
     >>> from bayescal.regression import interval_score
     >>> float(interval_score([3.0], [0.0], [2.0], alpha=0.5))
     6.0
+    >>> float(interval_score([3.0], [0.0], [2.0], coverage=0.5))
+    6.0
     """
+    _, alpha = coverage_and_alpha(coverage, alpha)
     y, a = _prep(y_true, reduction, lower=lower, upper=upper)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise ValueError(
-            f"alpha must be a float in (0, 1) (e.g. 0.1 for a 90% interval); got {alpha!r}."
-        )
     lo, up = a["lower"], a["upper"]
     _v.check_less_equal(
         lo,
