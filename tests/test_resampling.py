@@ -6,6 +6,7 @@ CORP refits, the Dirichlet(1, ..., 1) moments, and Monte Carlo tolerances derive
 the binomial standard deviation of simulated rates (each stated where used).
 """
 
+import contextlib
 import functools
 
 import jax
@@ -406,6 +407,40 @@ def test_cell_draws_moments():
         centred = draws - draws.mean(0)
         se_var = np.sqrt(((centred**4).mean(0) - draws.var(0) ** 2) / b)
         np.testing.assert_array_less(np.abs(draws.var(0) - var), 4 * se_var)
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_resample_draws_are_bootstrap_multiplicities(xla):
+    # kind="resample": how often each of the first n of `size` cells is drawn in n
+    # uniform draws. Each count is Binomial(n, 1/n) (mean 1, variance 1 - 1/n), they
+    # sum to n, the cells past n stay empty, and a padded array (size > n) gives the
+    # first n cells the unpadded counts. Host draws (one device) and jax.random's (as
+    # on a mesh, bands.xla_draws) alike; vmap == jit == loop.
+    from bayescal._src.bands import xla_draws
+
+    b, n = 3000, 12
+    keys = jax.random.split(jax.random.key(9), b)
+    jax.clear_caches()  # programs traced before keep their draws
+    with xla_draws() if xla else contextlib.nullcontext():
+
+        def draw(size):
+            return jax.jit(jax.vmap(
+                lambda k: cell_draws(k, n, jnp.ones((size,), FLOAT), kind="resample")
+            ))(keys)
+
+        exact, padded = np.asarray(draw(n)), np.asarray(draw(n + 5))
+        loop = np.stack([np.asarray(cell_draws(k, n, jnp.ones((n,), FLOAT), kind="resample"))
+                         for k in keys[:20]])
+    jax.clear_caches()
+    np.testing.assert_array_equal(exact[:20], loop)
+    np.testing.assert_array_equal(padded[:, :n], exact)
+    assert (padded[:, n:] == 0).all() and (exact.sum(axis=1) == n).all()
+    assert (exact == np.round(exact)).all()
+    var = 1 - 1 / n
+    np.testing.assert_array_less(np.abs(exact.mean(0) - 1), 4 * np.sqrt(var / b))
+    centred = exact - exact.mean(0)
+    se_var = np.sqrt(((centred**4).mean(0) - exact.var(0) ** 2) / b)
+    np.testing.assert_array_less(np.abs(exact.var(0) - var), 4 * se_var)
 
 
 # --------------------------------------------------- regression bootstrap helpers

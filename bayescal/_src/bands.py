@@ -428,8 +428,10 @@ def _host_cell_draws(words, n, weights, *, kind: str):
     ``"multinomial"``: counts of ``n`` trials over cells of probability ``weights /
     sum(weights)``; ``"gamma"``: Gamma(max(weight, 1), 1) draws, 0 where the weight is
     0; ``"hypergeometric"``: the counts per cell of ``n`` of the ``sum(weights)`` items
-    taken without replacement (``weights``: whole counts per cell). Float64 on the
-    host; batched arguments (``vmap_method="expand_dims"``) broadcast."""
+    taken without replacement (``weights``: whole counts per cell); ``"resample"``:
+    how often each of the first ``n`` cells is drawn in ``n`` uniform draws (a
+    bootstrap resample's multiplicities). Float64 on the host; batched arguments
+    (``vmap_method="expand_dims"``) broadcast."""
     words = np.asarray(words)
     dtype = np.asarray(weights).dtype
     weights = np.asarray(weights, np.float64)
@@ -444,7 +446,9 @@ def _host_cell_draws(words, n, weights, *, kind: str):
         rng = np.random.default_rng(flat_words[i].astype(np.uint32))
         w = np.clip(flat_w[i], 0.0, None)
         m = int(round(float(flat_n[i])))
-        if kind == "gamma":
+        if kind == "resample":
+            out[i] = np.bincount(rng.integers(0, m, m), minlength=k) if m > 0 else 0.0
+        elif kind == "gamma":
             out[i] = np.where(w > 0, rng.standard_gamma(np.maximum(w, 1.0)), 0.0)
         elif kind == "hypergeometric":
             colors = np.round(w).astype(np.int64)
@@ -454,7 +458,7 @@ def _host_cell_draws(words, n, weights, *, kind: str):
     return out.reshape(batch + (k,)).astype(dtype)
 
 
-_DRAWS = ("multinomial", "gamma", "hypergeometric")
+_DRAWS = ("multinomial", "gamma", "hypergeometric", "resample")
 _HOST_DRAWS = {kind: functools.partial(_host_cell_draws, kind=kind) for kind in _DRAWS}
 
 
@@ -485,7 +489,9 @@ def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multi
     ``"multinomial"``: ``n`` trials over cells of probability proportional to
     ``weights``; ``"gamma"``: Gamma(max(weight, 1)) draws, 0 where the weight is 0;
     ``"hypergeometric"``: ``n`` of the items counted by ``weights`` taken without
-    replacement. ``n`` and ``weights`` may be traced.
+    replacement; ``"resample"``: how often each of the first ``n`` cells is drawn in
+    ``n`` uniform draws, the multiplicities of a bootstrap resample (``weights`` only
+    gives the shape and dtype). ``n`` and ``weights`` may be traced.
 
     On one device the draws come from NumPy's generator seeded by the key's words
     through ``jax.pure_callback``: JAX's own binomial sampler made up most of a
@@ -497,6 +503,11 @@ def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multi
     """
     dtype = weights.dtype
     if use_xla_draws():
+        if kind == "resample":
+            size = weights.shape[-1]
+            idx = jax.random.randint(key, (size,), 0, n)
+            idx = jnp.where(jnp.arange(size) < n, idx, size)  # n draws only
+            return jnp.zeros((size,), dtype).at[idx].add(1, mode="drop")
         if kind == "gamma":
             g = jax.random.gamma(key, jnp.maximum(weights, 1))
             return jnp.where(weights > 0, g, 0).astype(dtype)

@@ -32,6 +32,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.bands import cell_draws
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.resampling import as_key, check_level
@@ -455,19 +456,16 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
     curves of ``num_samples`` bootstrap resamples: ``(t, mu, dens, lower, upper)``.
 
     ``n``: the number of real observations (the first ``n`` of a padded bucket). The
-    resamples draw indices below ``n`` for ``p.shape[-1]`` slots and keep the first
-    ``n`` draws, which are those of an unpadded call (the random bits of a slot do not
-    depend on the array's length).
+    resamples draw ``n`` indices below ``n`` (:func:`~bayescal._src.bands.cell_draws`,
+    kind ``"resample"``): the same for a padded bucket as for an unpadded call.
     """
-    size = p.shape[-1]
-    slot = jnp.arange(size)
     base = jnp.ones_like(p) if w is None else w
 
     def one(job):
         index, k = job
-        idx = jax.random.randint(k, (size,), 0, n)
-        idx = jnp.where(slot < n, idx, size)  # no draws for the padding
-        counts = jnp.zeros((size,), p.dtype).at[idx].add(1, mode="drop")
+        # a resample's multiplicities of the first n observations (NumPy's draws on one
+        # device: JAX's threefry for N indices was ~2/3 of this program's compile time)
+        counts = cell_draws(k, n, base, kind="resample")
         # job 0 is the data itself: one compiled curve serves the data and the band
         weights = jnp.where(index == 0, base, counts)
         _, mu, dens = _curve(y, p, weights, sigma, grid, grid_size, mesh, common=True)
