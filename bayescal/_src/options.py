@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from fractions import Fraction
 from typing import Any, Literal, TypeAlias
 
 import jax
@@ -53,7 +55,6 @@ def coverage_and_alpha(
     included.
     """
     import numbers
-    from fractions import Fraction
 
     import numpy as np
 
@@ -79,5 +80,11 @@ def coverage_and_alpha(
     if not 0 < float(value) < 1:
         raise ValueError(f"{name} must be a float in (0, 1), e.g. {example}; got {value!r}.")
     value = float(value)
-    other = float(1 - Fraction(repr(value)))
+    other = _decimal_complement(value)
     return (value, other) if name == "coverage" else (other, value)
+
+
+@functools.lru_cache(maxsize=256)
+def _decimal_complement(value: float) -> float:
+    """``1 - value`` in decimal (``0.9`` -> ``0.1``), cached: Fraction costs ~15 us."""
+    return float(1 - Fraction(repr(value)))
