@@ -79,7 +79,9 @@ def test_a_fresh_first_session_compiles_one_program_per_call():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    # 19 calls: at most one program each (the budget is 20 in all)
-    assert res["first"]["compiles"] <= 19, res
+    # 19 calls, 11 programs (the budget is 20 in all): the isotonic fits and
+    # their maps run on the host (no program), each other call compiles one. One spare
+    # for a JAX release that splits a program; a new program per call fails this.
+    assert res["first"]["compiles"] <= 12, res
     assert res["new_n"]["compiles"] == 0, res
     assert res["again"]["compiles"] == 0, res
