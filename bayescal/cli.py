@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 
 from bayescal._cli import interrupt
 from bayescal._cli import options as _o
-from bayescal._cli.options import OneLineParser, UserError, bounded_int
+from bayescal._cli.options import OneLineParser, UserError, bounded_float, bounded_int
 
 __all__ = ["main"]
 
@@ -131,7 +131,9 @@ def _build_parser() -> OneLineParser:
             "(y,draw_0,...,draw_{S-1}), quantiles (y,q_0.1,q_0.5,...) or binary "
             "(y,prob). Without --layout the columns must match one layout exactly. "
             "FILE may be a pipe or FIFO (e.g. <(cat d.csv)), read once into memory (at "
-            "most 1 GiB). Prints a table, writes report.json and PNG plots into --out. "
+            "most 1 GiB). Prints the tables (metrics with calibration-test p-values, "
+            "coverage of central intervals, sparse bins), writes report.json, "
+            "report.html (self-contained) and PNG plots into --out. "
             "Bad input: one line on stderr and exit status 2; Ctrl-C: exit status 130."
         ),
     )
@@ -189,7 +191,8 @@ def _build_parser() -> OneLineParser:
         type=bounded_int("--seed", *_o.SEED),
         metavar="N",
         default=0,
-        help=f"seed of the randomized PIT for integer data, {_range(_o.SEED)} "
+        help=f"seed of the randomized PIT for integer data, the tests' p-values, the "
+        f"PIT ECDF band and the calibration split, {_range(_o.SEED)} "
         "(default: %(default)s)",
     )
     ev.add_argument(
@@ -205,6 +208,31 @@ def _build_parser() -> OneLineParser:
         action="store_true",
         help="NetCDF/zarr with a log_likelihood group: skip the PSIS-LOO PIT metrics "
         "(computed by default, with the draws in memory)",
+    )
+    ev.add_argument(
+        "--data-split",
+        choices=("auto", "in-sample", "held-out"),
+        default="auto",
+        help="were FILE's observations used to fit the model? Labels the table, the "
+        "JSON and the figures. auto: in-sample for NetCDF/zarr (ArviZ's observed_data "
+        "is the data the model was fitted to), not stated for CSV (default: %(default)s)",
+    )
+    ev.add_argument(
+        "--recalibrate",
+        choices=("isotonic", "sigma", "conformal"),
+        default=None,
+        help="fit a recalibrator on a calibration part of FILE (the LOO-PIT where "
+        "computed), write it (recalibrator*.npz, for bayescal.core.load_calibrator) and "
+        "report the held-out part before and after. sigma: normal layout; conformal: "
+        "normal or draws, one file per coverage 50/80/90/95%%; classifiers: isotonic",
+    )
+    ev.add_argument(
+        "--calibration-fraction",
+        type=bounded_float("--calibration-fraction", *_o.CALIBRATION_FRACTION),
+        default=0.5,
+        metavar="F",
+        help="--recalibrate: share of the observations (drawn with --seed) to fit on; "
+        "the rest is held out (default: %(default)s)",
     )
     _add_cache_options(ev)
     return parser
@@ -275,6 +303,9 @@ def _run(argv: Sequence[str] | None, command: list[str]) -> None:
                 force=args.force,
                 chunk_mb=args.chunk_mb,
                 loo=not args.no_loo,
+                split=args.data_split,
+                recalibrate=args.recalibrate,
+                calibration_fraction=args.calibration_fraction,
             )
         except InputError as err:
             raise UserError(str(err)) from None

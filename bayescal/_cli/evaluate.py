@@ -16,6 +16,7 @@ exit status 2; the output folder is written all at once or not at all.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import pathlib
@@ -35,7 +36,7 @@ from bayescal._cli.arrays import (
 from bayescal._cli.csv_layouts import InputError, read_csv
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.paths import read_stream, stat_input
-from bayescal._cli.report import format_table
+from bayescal._cli.report import Section, Table, format_sections, render_html
 
 __all__ = ["InputError", "load_task", "run_evaluate", "draw_statistics"]
 
@@ -255,6 +256,7 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
     notes: list[str] = []
     layout = task["layout"]
     y = task["y"]
+    loc_scale = None  # the predictive's location and scale, for --recalibrate
     if layout == "normal":
         loc = as_compute("loc", task["loc"], dtype)
         scale = as_compute("scale", task["scale"], dtype)
@@ -265,6 +267,7 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
             "NLL": float(reg.nll_normal(y, loc, scale)),
             "sharpness (RMS sd)": float(reg.sharpness(scale, root=True)),
         }
+        loc_scale = (loc, scale)
     elif layout == "quantiles":
         q = as_compute("quantiles", task["quantiles"], dtype)
         levels = task["levels"].astype(dtype)
@@ -283,7 +286,8 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
         scores = {"pinball loss (mean over levels)": float(
             np.mean(np.asarray(reg.pinball_loss(y, q, levels), np.float64)))}
         notes.append(f"PIT interpolated between the quantiles at levels "
-                     f"{', '.join(f'{v:g}' for v in task['levels'])}; clamped outside")
+                     f"{', '.join(f'{v:g}' for v in task['levels'])}; clamped outside "
+                     "(so the p-values are approximate)")
     else:
         stats = task["_stats"]
         key = None
@@ -295,9 +299,10 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
             "CRPS": float(np.mean(stats["crps"])),
             "sharpness (RMS sd)": float(np.sqrt(np.mean(stats["var"]))),
         }
+        loc_scale = (stats["mean"].astype(dtype), np.sqrt(stats["var"]).astype(dtype))
     metrics, curves = _curve_metrics(pit, num_levels)
     return {"metrics": metrics, "scores": scores, "notes": notes, "_pit": pit,
-            "_curves": curves}
+            "_curves": curves, "_y": y.astype(dtype), "_loc_scale": loc_scale}
 
 
 def _classification_report(task, dtype, bins) -> dict[str, Any]:
@@ -341,7 +346,7 @@ def _classification_report(task, dtype, bins) -> dict[str, Any]:
     curve, edges = clf.reliability_curve(y, p, bins=bins, return_edges=True)
     curve = clf.acceptance_intervals(curve)
     return {"metrics": metrics, "scores": {}, "notes": [], "_curve": curve,
-            "_edges": edges}
+            "_edges": edges, "_y": y, "_prob": p}
 
 
 def _all_finite(result: dict[str, Any], dtype: np.dtype) -> None:
@@ -411,15 +416,471 @@ def _loo_report(src: DrawSource, dtype, num_levels, seed, integer) -> dict[str, 
     }
 
 
+# ------------------------------------------------------------- coverage and tests
+#: The central intervals whose coverage is reported.
+COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
+#: A classifier's bin with fewer cases than this is flagged as sparse.
+SPARSE_BIN = 10
+#: Monte Carlo samples of every calibration test (p-values in steps of 1 / 1001).
+NUM_TEST_SAMPLES = 1000
+#: Above this many observations the area's p-value is computed on the level grid: the
+#: exact-area null sorts NUM_TEST_SAMPLES samples of N uniforms.
+EXACT_AREA_TEST_MAX = 20_000
+_Z95 = 1.959963984540054  # the standard Normal's 0.975 quantile
+_REG_METRICS = ("MACE", "RMSCE", "max gap", "area (exact)")
+
+
+def wilson_interval(k: int, n: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson's score interval for a binomial proportion ``k / n`` (95% by default).
+
+    The interval of ``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``
+    (Wilson, 1927, JASA 22), in closed form: no SciPy import on the command line.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in wilson_interval(7, 10)]
+    [0.3968, 0.8922]
+    """
+    if n <= 0:
+        raise ValueError(f"n must be a positive count; got {n}")
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def coverage(pit: np.ndarray, levels=COVERAGE_LEVELS) -> list[dict[str, Any]]:
+    """Coverage of the central intervals: the share of ``pit`` in ``[(1-c)/2, (1+c)/2]``.
+
+    An observation lies in the predictive's central ``c`` interval exactly when its PIT
+    lies in ``[(1 - c) / 2, (1 + c) / 2]`` (``|2u - 1| <= c``). Each entry holds the
+    count, the coverage and its 95% Wilson interval, and whether the nominal ``c`` lies
+    outside that interval ("low" / "high").
+    """
+    u = np.asarray(pit, np.float64)
+    n = int(u.size)
+    dist = np.abs(2.0 * u - 1.0)
+    out = []
+    for c in levels:
+        k = int(np.count_nonzero(dist <= c))
+        lo, hi = wilson_interval(k, n)
+        flag = "low" if hi < c else "high" if lo > c else ""
+        out.append({"nominal": c, "covered": k, "n": n, "coverage": k / n,
+                    "wilson_95": [lo, hi], "flag": flag})
+    return out
+
+
+def _coverage_rows(cov: list[dict[str, Any]]) -> list[list[object]]:
+    return [
+        [f"{round(100 * c['nominal'])}%", f"{c['covered']}/{c['n']}", c["coverage"],
+         f"[{c['wilson_95'][0]:.3f}, {c['wilson_95'][1]:.3f}]",
+         {"low": "too few covered", "high": "too many covered", "": ""}[c["flag"]]]
+        for c in cov
+    ]
+
+
+_COVERAGE_HEADER = ["central interval", "covered", "coverage", "95% Wilson interval",
+                    "nominal outside"]
+
+
+@functools.lru_cache(maxsize=16)
+def _curve_statistics(num_levels: int):
+    """``pit -> [8]``: every metric of the table, quantile then interval (one function
+    object per ``num_levels``, so that its compiled test is reused)."""
+    import jax.numpy as jnp
+
+    from bayescal import regression as reg
+
+    def statistics(u):
+        out = []
+        for kind in ("quantile", "interval"):
+            out.extend(reg.calibration_error(u, kind=kind, norm=norm, num_levels=num_levels)
+                       for norm in ("l1", "l2", "max"))
+            out.append(reg.miscalibration_area(u, kind=kind))
+        return jnp.stack(out)
+
+    return statistics
+
+
+def _regression_pvalues(pit, key, num_levels: int) -> tuple[dict, list[str]]:
+    """Monte Carlo p-values of every curve metric under perfect calibration.
+
+    Up to ``EXACT_AREA_TEST_MAX`` observations: one
+    :func:`bayescal.regression.pit_null_test` of all eight metrics (each against the
+    same ``NUM_TEST_SAMPLES`` uniform samples of ``n`` values: one program). Above:
+    ``calibration_error_test`` (MACE: l1, RMSCE: l2, max gap: max) and
+    ``miscalibration_area_test`` on the level grid, which simulate counts, not
+    ``n`` values.
+    """
+    import jax
+
+    from bayescal import regression as reg
+
+    u = np.asarray(pit)
+    out: dict[str, dict[str, float]] = {"quantile": {}, "interval": {}}
+    if u.size <= EXACT_AREA_TEST_MAX:
+        res = reg.pit_null_test(key, _curve_statistics(num_levels), u,
+                                num_samples=NUM_TEST_SAMPLES)
+        pv = np.asarray(res.pvalue, np.float64)
+        for i, kind in enumerate(("quantile", "interval")):
+            for j, name in enumerate(_REG_METRICS):
+                out[kind][name] = float(pv[4 * i + j])
+        return out, []
+    notes = [f"the p-value of 'area (exact)' is that of the area on the {num_levels}-level "
+             f"grid (more than {EXACT_AREA_TEST_MAX} observations)"]
+    for i, kind in enumerate(("quantile", "interval")):
+        for j, (name, norm) in enumerate(zip(_REG_METRICS[:3], ("l1", "l2", "max"),
+                                             strict=True)):
+            res = reg.calibration_error_test(
+                jax.random.fold_in(key, 4 * i + j), u, norm=norm, num_levels=num_levels,
+                kind=kind, num_samples=NUM_TEST_SAMPLES)
+            out[kind][name] = float(res.pvalue)
+        res = reg.miscalibration_area_test(
+            jax.random.fold_in(key, 4 * i + 3), u, kind=kind, num_levels=num_levels,
+            num_samples=NUM_TEST_SAMPLES)
+        out[kind]["area (exact)"] = float(res.pvalue)
+    return out, notes
+
+
+@functools.lru_cache(maxsize=16)
+def _consistency_statistics(bins: int):
+    """``(y, p) -> [ECE, debiased L2 ECE, MCE]``, for consistency resampling."""
+    import jax.numpy as jnp
+
+    from bayescal import classification as clf
+
+    def stats(y, p):
+        return jnp.stack([
+            clf.expected_calibration_error(y, p, bins=bins),
+            clf.expected_calibration_error(y, p, bins=bins, norm="l2", debias=True),
+            clf.expected_calibration_error(y, p, bins=bins, norm="max"),
+        ])
+
+    return stats
+
+
+@functools.lru_cache(maxsize=16)
+def _consistency_kernel(bins: int, num_samples: int, batch: int):
+    import jax
+    import jax.numpy as jnp
+
+    stats = _consistency_statistics(bins)
+
+    @jax.jit
+    def kernel(key, y, p):
+        observed = stats(y, p)
+
+        def one(k):
+            return stats(jax.random.bernoulli(k, p).astype(y.dtype), p)
+
+        sims = jax.lax.map(one, jax.random.split(key, num_samples), batch_size=batch)
+        exceed = jnp.sum(sims >= observed[None, :], axis=0)
+        return (1 + exceed) / (1 + num_samples)
+
+    return kernel
+
+
+def classification_pvalues(y, p, key, bins: int) -> dict[str, float | None]:
+    """P-values of the classifier's metrics under perfect calibration.
+
+    ECE, debiased ECE and MCE: consistency resampling (Bröcker & Smith, 2007): labels
+    drawn as ``Bernoulli(p)`` ``NUM_TEST_SAMPLES`` times, the metric recomputed,
+    :math:`p = (1 + \\#\\{T_b \\ge T_{obs}\\}) / (1 + B)` (Davison & Hinkley, 1997, eq.
+    4.11, as :func:`bayescal.core.null_pvalue`). Brier score: Spiegelhalter's (1986)
+    z-test, two-sided, :math:`z = \\sum (y - p)(1 - 2p) / \\sqrt{\\sum (1 - 2p)^2 p(1 -
+    p)}`. The other metrics are not calibration statistics (None).
+    """
+    y = np.asarray(y, np.int32)
+    n = y.size
+    batch = int(max(1, min(NUM_TEST_SAMPLES, (1 << 22) // max(1, n))))
+    kernel = _consistency_kernel(bins, NUM_TEST_SAMPLES, batch)
+    pv = np.asarray(kernel(key, y, np.asarray(p)), np.float64)
+    out: dict[str, float | None] = {"ECE": float(pv[0]), "ECE (debiased L2)": float(pv[1]),
+                                    "MCE": float(pv[2])}
+    out["Brier"] = spiegelhalter_pvalue(y, p)
+    return out
+
+
+def spiegelhalter_pvalue(y, p) -> float | None:
+    """Two-sided p-value of Spiegelhalter's (1986) z-test of calibration (Brier score).
+
+    None when every probability is 0, 1/2 or 1 (the variance is 0).
+    """
+    y = np.asarray(y, np.float64)
+    p = np.asarray(p, np.float64)
+    var = float(np.sum((1 - 2 * p) ** 2 * p * (1 - p)))
+    if not var > 0:
+        return None
+    z = float(np.sum((y - p) * (1 - 2 * p))) / math.sqrt(var)
+    return math.erfc(abs(z) / math.sqrt(2))
+
+
+def bin_table(curve, edges) -> list[dict[str, Any]]:
+    """The classifier's bins: range, count, mean prediction, frequency, acceptance
+    interval, and flags (fewer than ``SPARSE_BIN`` cases; outside the interval)."""
+    w = np.asarray(curve.weight)
+    rows = []
+    for i in range(w.size):
+        if w[i] == 0:
+            continue
+        e, o = float(curve.expected[i]), float(curve.observed[i])
+        lo, hi = float(curve.lower[i]), float(curve.upper[i])
+        rows.append({
+            "bin": [float(edges[i]), float(edges[i + 1])], "n": int(w[i]),
+            "mean prob": e, "frequency": o, "acceptance_95": [lo, hi],
+            "sparse": bool(w[i] < SPARSE_BIN), "outside": bool(o < lo or o > hi),
+        })
+    return rows
+
+
+def _bin_caveats(rows: list[dict[str, Any]], mce: float) -> list[str]:
+    caveats = []
+    sparse = [r for r in rows if r["sparse"]]
+    if sparse:
+        caveats.append(
+            f"caveat: {len(sparse)} of {len(rows)} non-empty bins have fewer than "
+            f"{SPARSE_BIN} cases (marked 'sparse'); their frequencies are noisy and can "
+            "dominate MCE and the reliability diagram")
+    if rows:
+        worst = max(rows, key=lambda r: abs(r["frequency"] - r["mean prob"]))
+        if worst["sparse"]:
+            caveats.append(
+                f"caveat: MCE {mce:.3f} comes from the bin "
+                f"[{worst['bin'][0]:.2f}, {worst['bin'][1]:.2f}] with {worst['n']} "
+                f"case{'s' if worst['n'] != 1 else ''}: read it with its acceptance "
+                "interval and p-value, or use fewer --bins")
+    return caveats
+
+
+# -------------------------------------------------------------------- data split
+def data_split(task: dict[str, Any], requested: str) -> dict[str, str]:
+    """Whether FILE's observations were used to fit the model, and why we say so.
+
+    ``requested``: "auto", "in-sample" or "held-out" (``--data-split``). In an ArviZ
+    file ``observed_data`` is the data the model was conditioned on, so its posterior
+    predictive PIT is in-sample; a CSV file does not say.
+    """
+    if requested != "auto":
+        return {"split": requested, "reason": "stated with --data-split"}
+    if task.get("file_kind") in ("netcdf", "zarr"):
+        return {"split": "in-sample", "reason": (
+            "ArviZ's observed_data holds the observations the model was fitted to, so "
+            "this PIT is in-sample (optimistic: the model saw them); the leave-one-out "
+            "PIT from a log_likelihood group is the out-of-sample check (pass "
+            "--data-split held-out if these are new observations)")}
+    return {"split": "not stated", "reason": (
+        "the file does not say whether its rows were used to fit the model; pass "
+        "--data-split in-sample or --data-split held-out")}
+
+
+def _pit_label(split: str, kind: str) -> str:
+    what = "PIT" if kind == "regression" else "predictions"
+    if split == "not stated":
+        return f"{what} (split not stated)"
+    return f"{split} {what}"
+
+
+LOO_LABEL = "LOO-PIT (PSIS leave-one-out, out-of-sample)"
+
+
+# ---------------------------------------------------------------- recalibration
+RECALIBRATORS = ("isotonic", "sigma", "conformal")
+
+
+def _split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    n_cal = int(round(fraction * n))
+    if n_cal < 2 or n - n_cal < 2:
+        raise InputError(
+            f"--calibration-fraction {fraction:g} of {n} observations leaves {n_cal} for "
+            f"calibration and {n - n_cal} held out; each part needs at least 2 (choose "
+            "a fraction nearer 0.5, or more data)")
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[:n_cal]), np.sort(perm[n_cal:])
+
+
+def _pit_summary(u, num_levels) -> dict[str, Any]:
+    from bayescal import regression as reg
+
+    return {
+        "quantile MACE": float(reg.calibration_error(u, num_levels=num_levels)),
+        "interval MACE": float(reg.calibration_error(u, kind="interval",
+                                                     num_levels=num_levels)),
+        "area (exact)": float(reg.miscalibration_area(u)),
+        "coverage": coverage(u),
+    }
+
+
+def _cov_cell(c: dict[str, Any]) -> str:
+    lo, hi = c["wilson_95"]
+    return f"{c['coverage']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _recalibrate(method: str, kind: str, layout: str, result: dict[str, Any],
+                loo_result: dict[str, Any] | None, *, fraction: float, seed: int,
+                num_levels: int, bins: int, dtype) -> dict[str, Any]:
+    """Fit ``method`` on a seeded calibration part; metrics of the rest before/after.
+
+    Returns the JSON entry, with ``_calibrators`` (file name -> fitted object),
+    ``_table`` and, for the plots, ``_before`` / ``_after`` (held-out PIT or
+    probabilities).
+    """
+    y = result["_y"]
+    n = int(y.size)
+    cal, test = _split_indices(n, fraction, seed)
+    entry: dict[str, Any] = {
+        "method": method, "calibration_fraction": fraction, "seed": seed,
+        "n_calibration": int(cal.size), "n_held_out": int(test.size),
+    }
+    if kind == "classification":
+        return _recalibrate_classifier(method, result, cal, test, entry, bins)
+    use_loo = loo_result is not None
+    pit = np.asarray(loo_result["_pit"] if use_loo else result["_pit"]).astype(dtype)
+    entry["pit"] = LOO_LABEL if use_loo else "PIT of the file's predictive"
+    calibrators: dict[str, Any] = {}
+    if method == "isotonic":
+        from bayescal import regression as reg
+
+        r = reg.fit_isotonic_recalibrator(pit[cal])
+        before, after = pit[test], np.asarray(r(pit[test]))
+        calibrators["recalibrator.npz"] = r
+        entry["fitted"] = (f"isotonic recalibrator (Kuleshov et al., 2018) fitted on the "
+                           f"{entry['pit']} of the calibration part")
+    elif method == "sigma":
+        if layout != "normal":
+            raise InputError(
+                "--recalibrate sigma rescales a Normal predictive's scale: it needs the "
+                f"normal layout (y,loc,scale), not {layout}; use --recalibrate isotonic "
+                "or conformal")
+        from bayescal import regression as reg
+
+        loc, scale = result["_loc_scale"]
+        r = reg.fit_sigma_scaling(y[cal], loc[cal], scale[cal])
+        before = pit[test]
+        after = np.asarray(r.pit(y[test], loc[test], scale[test]))
+        calibrators["recalibrator.npz"] = r
+        entry["fitted"] = (f"sigma scaling (Laves et al., 2020): scale x "
+                           f"{float(r.factor):.4g}, fitted on the calibration part")
+        entry["factor"] = float(r.factor)
+        if use_loo:  # cannot happen (LOO needs draws); kept for clarity
+            entry["pit"] = "PIT of the file's predictive"
+    else:
+        return _recalibrate_conformal(layout, result, pit, cal, test, entry)
+    entry["before"] = _pit_summary(before, num_levels)
+    entry["after"] = _pit_summary(after, num_levels)
+    rows = [[m, entry["before"][m], entry["after"][m]]
+            for m in ("quantile MACE", "interval MACE", "area (exact)")]
+    for cb, ca in zip(entry["before"]["coverage"], entry["after"]["coverage"], strict=True):
+        rows.append([f"coverage {round(100 * cb['nominal'])}%", _cov_cell(cb),
+                     _cov_cell(ca)])
+    entry.update(_calibrators=calibrators, _before=before, _after=after,
+                 _table=Table(["held-out metric", "before", "after"], rows))
+    return entry
+
+
+def _recalibrate_conformal(layout, result, pit, cal, test, entry):
+    from bayescal import regression as reg
+
+    if result.get("_loc_scale") is None:
+        raise InputError(
+            f"--recalibrate conformal needs a predictive location and scale (normal or "
+            f"draws layout), not {layout}; use --recalibrate isotonic")
+    y = result["_y"]
+    loc, scale = result["_loc_scale"]
+    positive = bool(np.all(scale > 0))
+    s_cal, s_test = (scale[cal], scale[test]) if positive else (None, None)
+    entry["fitted"] = (
+        "split-conformal intervals (Lei et al., 2018) on the calibration part's "
+        + ("scale-normalized residuals |y - loc| / scale" if positive
+           else "absolute residuals |y - loc|")
+        + (" (loc, scale: the mean and sd of the draws)" if layout == "draws" else ""))
+    calibrators: dict[str, Any] = {}
+    before = coverage(pit[test])
+    after, widths = [], []
+    for c in COVERAGE_LEVELS:
+        alpha = round(1 - c, 10)
+        try:
+            r = reg.fit_conformal(y[cal], loc[cal], s_cal, alpha=alpha)
+        except ValueError as err:
+            raise InputError(
+                f"--recalibrate conformal at {round(100 * c)}%: {err} (raise "
+                "--calibration-fraction)") from None
+        lo, hi = (np.asarray(v, np.float64) for v in
+                  (r(loc[test], s_test) if positive else r(loc[test])))
+        k = int(np.count_nonzero((lo <= y[test]) & (y[test] <= hi)))
+        n = int(test.size)
+        ci = wilson_interval(k, n)
+        after.append({"nominal": c, "covered": k, "n": n, "coverage": k / n,
+                      "wilson_95": list(ci),
+                      "flag": "low" if ci[1] < c else "high" if ci[0] > c else ""})
+        widths.append(float(np.mean(hi - lo)))
+        calibrators[f"recalibrator_{round(100 * c)}.npz"] = r
+    entry["before"] = {"coverage": before}
+    entry["after"] = {"coverage": after, "mean width": widths}
+    rows = [[f"coverage {round(100 * b['nominal'])}%", _cov_cell(b), _cov_cell(a), w]
+            for b, a, w in zip(before, after, widths, strict=True)]
+    entry.update(_calibrators=calibrators, _before=None, _after=None,
+                 _table=Table(["held-out metric", "before", "after",
+                               "mean width after"], rows))
+    return entry
+
+
+def _recalibrate_classifier(method, result, cal, test, entry, bins):
+    from bayescal import classification as clf
+
+    if method != "isotonic":
+        raise InputError(
+            f"--recalibrate {method} applies to regression; a binary classifier is "
+            "recalibrated with --recalibrate isotonic")
+    y, p = result["_y"], result["_prob"]
+    r = clf.fit_isotonic(y[cal], p[cal])
+    before, after = p[test], np.asarray(r(p[test])).astype(p.dtype)
+    entry["fitted"] = ("isotonic regression (Zadrozny & Elkan, 2002) of the labels on "
+                       "the probabilities of the calibration part")
+
+    def summary(q):
+        with np.errstate(divide="ignore"):
+            ll = float(clf.log_loss(y[test], q))
+        return {
+            "ECE": float(clf.expected_calibration_error(y[test], q, bins=bins)),
+            "MCE": float(clf.expected_calibration_error(y[test], q, bins=bins,
+                                                        norm="max")),
+            "Brier": float(clf.brier_score(y[test], q)),
+            "log-loss": ll if math.isfinite(ll) else "inf",
+        }
+
+    entry["before"], entry["after"] = summary(before), summary(after)
+    rows = [[m, entry["before"][m], entry["after"][m]] for m in entry["before"]]
+    caveats = []
+    for what, q in (("before", before), ("after", after)):
+        w = np.asarray(clf.reliability_curve(y[test], q, bins=bins).weight)
+        sparse = int(np.count_nonzero((w > 0) & (w < SPARSE_BIN)))
+        if sparse:
+            caveats.append(
+                f"caveat: {what} recalibration, {sparse} of {int(np.count_nonzero(w))} "
+                f"non-empty held-out bins have fewer than {SPARSE_BIN} cases: MCE is "
+                "dominated by them")
+    entry["caveats"] = caveats
+    entry.update(_calibrators={"recalibrator.npz": r}, _before=before, _after=after,
+                 _y_held_out=y[test],
+                 _table=Table(["held-out metric", "before", "after"], rows))
+    return entry
+
+
 # ------------------------------------------------------------------------------ run
 #: Every file a report may write into --out: --force replaces these and nothing else.
 REPORT_FILES = (
     "report.json",
+    "report.html",
     "calibration_quantile.png",
     "calibration_interval.png",
     "pit_ecdf.png",
     "reliability.png",
     "loo_pit_ecdf.png",
+    "recalibration.png",
+    "recalibrator.npz",
+    *(f"recalibrator_{round(100 * c)}.npz" for c in COVERAGE_LEVELS),
 )
 
 
@@ -437,12 +898,24 @@ def run_evaluate(
     force: bool = False,
     chunk_mb: int = 64,
     loo: bool = True,
+    split: str = "auto",
+    recalibrate: str | None = None,
+    calibration_fraction: float = 0.5,
 ) -> dict[str, Any]:
+    import jax
+
     out_dir = pathlib.Path(out)
     stat_input(file)  # a name too long, a device: refused first (nothing read)
     check_target(out_dir, force=force, names=REPORT_FILES, inputs=[file])  # before any work
+    if recalibrate is not None and recalibrate not in RECALIBRATORS:
+        raise InputError(f"--recalibrate must be one of {', '.join(RECALIBRATORS)}")
+    if not 0 < calibration_fraction < 1:
+        raise InputError("--calibration-fraction must be in (0, 1)")
     dtype = compute_dtype()
     task = load_task(file, fmt=fmt, var_name=var_name, layout=layout)
+    # independent streams from --seed: 0 randomized PIT, 1 tests, 2 bands
+    test_key = jax.random.fold_in(jax.random.key(seed), 1)
+    band_key = jax.random.fold_in(jax.random.key(seed), 2)
     try:
         task["y"] = as_compute("y", task["y"], dtype)
         n = task["y"].size
@@ -465,6 +938,10 @@ def run_evaluate(
             result = _regression_report(task, dtype, num_levels, seed, chunk_mb << 20)
             kind = "regression"
         _all_finite(result, dtype)
+        if recalibrate in ("sigma", "conformal") and kind == "classification":
+            raise InputError(
+                f"--recalibrate {recalibrate} applies to regression; a binary classifier "
+                "is recalibrated with --recalibrate isotonic")
         src = task.get("draws")
         loo_result = None
         if (loo and kind == "regression" and isinstance(src, DrawSource)
@@ -474,6 +951,25 @@ def run_evaluate(
             if "skipped" in loo_result:
                 result["notes"].append(loo_result["skipped"])
                 loo_result = None
+        if kind == "regression":
+            result["pvalues"], more = _regression_pvalues(result["_pit"], test_key,
+                                                          num_levels)
+            result["notes"].extend(more)
+            result["coverage"] = coverage(result["_pit"])
+            if loo_result is not None:
+                loo_result["pvalues"], _ = _regression_pvalues(
+                    loo_result["_pit"], jax.random.fold_in(test_key, 100), num_levels)
+                loo_result["coverage"] = coverage(loo_result["_pit"])
+        else:
+            result["pvalues"] = classification_pvalues(result["_y"], result["_prob"],
+                                                       test_key, bins)
+            result["bins"] = bin_table(result["_curve"], result["_edges"])
+        recal = None
+        if recalibrate is not None:
+            recal = _recalibrate(
+                recalibrate, kind, task["layout"], result, loo_result,
+                fraction=calibration_fraction, seed=seed, num_levels=num_levels,
+                bins=bins, dtype=dtype)
     except InputError as err:
         raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
                          str(err)) from None
@@ -483,33 +979,21 @@ def run_evaluate(
     result["notes"] = task.get("notes", []) + result["notes"]
     interrupt.check()  # a Ctrl-C swallowed on the way (see interrupt): no table
 
-    print(f"{file}: {kind}, {n} observations, from {task['source']}")
-    if kind == "regression":
-        header = ["curve", "MACE", "RMSCE", "max gap", "area (exact)"]
-        rows = [
-            [k, *(result["metrics"][k][h] for h in header[1:])]
-            for k in ("quantile", "interval")
-        ]
-        print(format_table(header, rows))
-    else:
-        rows = [[k, v] for k, v in result["metrics"].items()]
-        print(format_table(["metric", "value"], rows))
-    for k, v in result["scores"].items():
-        print(f"{k}: {v:.4f}")
+    split_info = data_split(task, split)
+    label = _pit_label(split_info["split"], kind)
+    caveats = _caveats(kind, result, n)
     if loo_result is not None:
         pk = loo_result["pareto_k"]
-        print(f"LOO-PIT (PSIS, from the log_likelihood group; Pareto k max {pk['max']:.2f}, "
-              f"{pk['above 0.7']} of {pk['n']} above 0.7):")
-        print(format_table(header, [
-            [k, *(loo_result["metrics"][k][h] for h in header[1:])]
-            for k in ("quantile", "interval")
-        ]))
         if pk["above 0.7"]:
             result["notes"].append(
                 f"{pk['above 0.7']} observations have Pareto k > 0.7: their LOO-PIT values "
                 "are unreliable")
-    for note in result["notes"]:
-        print(f"note: {note}")
+    sections = _sections(kind, result, loo_result, recal, label, split_info, caveats)
+    head = f"{file}: {kind}, {n} observations, from {task['source']}"
+    print(head)
+    print(f"data: {label}: {split_info['reason']}")
+    print()
+    print(format_sections(sections))
 
     report = {
         "file": str(file),
@@ -518,63 +1002,210 @@ def run_evaluate(
         "source": task["source"],
         "n": int(n),
         "dtype": dtype.name,
+        "data": {**split_info, "label": label},
         "metrics": result["metrics"],
+        "pvalues": result["pvalues"],
         "scores": result["scores"],
         "notes": result["notes"],
+        "caveats": caveats,
         "plots": [],
+        "tests": {
+            "num_samples": NUM_TEST_SAMPLES,
+            "seed": seed,
+            "method": ("regression: bayescal.regression.calibration_error_test "
+                       "(MACE l1, RMSCE l2, max gap max) and miscalibration_area_test"
+                       if kind == "regression" else
+                       "ECE, MCE: consistency resampling (Bernoulli(p) labels); Brier: "
+                       "Spiegelhalter's z-test"),
+        },
     }
+    if kind == "regression":
+        report["coverage"] = result["coverage"]
+    else:
+        report["bins"] = result["bins"]
     if loo_result is not None:
-        report["loo"] = {k: loo_result[k] for k in ("metrics", "pareto_k", "randomized")}
+        report["loo"] = {k: loo_result[k] for k in ("metrics", "pareto_k", "randomized",
+                                                     "pvalues", "coverage")}
+        report["loo"]["label"] = LOO_LABEL
+    if recal is not None:
+        report["recalibration"] = {k: v for k, v in recal.items() if not k.startswith("_")}
     with staged_output(out_dir, force=force, inputs=[file]) as tmp:
-        names = _write_plots(kind, result, tmp) if plots else []
-        if plots and loo_result is not None:
-            names.append(_save_pit_ecdf(loo_result["_pit"], tmp, "loo_pit_ecdf.png",
-                                        "LOO-PIT (PSIS)"))
+        names: dict[str, str] = {}
+        if plots:
+            names = _write_plots(kind, result, loo_result, recal, tmp, label, n,
+                                 band_key)
+        if recal is not None:
+            from bayescal.core import save_calibrator
+
+            for name, calibrator in recal["_calibrators"].items():
+                save_calibrator(calibrator, tmp / name)
+            report["recalibration"]["files"] = [str(out_dir / k)
+                                                for k in recal["_calibrators"]]
         report["plots"] = [str(out_dir / name) for name in names]
-        with open(tmp / "report.json", "w", encoding="utf-8") as f:
-            f.write(json.dumps(report, indent=2))
-    print(f"report: {out_dir / 'report.json'}")
+        report["html"] = str(out_dir / "report.html")
+        for s in sections:
+            s.figures = [f for f in names if names[f] == s.title]
+        images = {name: (tmp / name).read_bytes() for name in names}
+        intro = [head, f"Data: {label} ({split_info['reason']})."]
+        page = render_html(f"bayescal evaluate: {pathlib.Path(file).name}", intro,
+                           sections, images)
+        _write_text(tmp / "report.html", page)
+        _write_text(tmp / "report.json", json.dumps(report, indent=2))
+    print(f"report: {out_dir / 'report.json'}, {out_dir / 'report.html'}")
     return report
 
 
-def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> list[str]:
-    """Draw the plots into ``folder``; return their file names."""
+def _write_text(path: pathlib.Path, text: str) -> None:
+    """Write ``text`` and flush it to disk (the folder is moved into place after)."""
+    import os
+
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _caveats(kind: str, result: dict[str, Any], n: int) -> list[str]:
+    if kind == "classification":
+        return _bin_caveats(result["bins"], float(result["metrics"]["MCE"]))
+    caveats = []
+    if n < 50:
+        caveats.append(
+            f"caveat: only {n} observations: the calibration curve moves in steps of "
+            f"1/{n}, so 'max gap' and single levels are noisy; read the p-values and "
+            "the coverage intervals")
+    return caveats
+
+
+
+
+def _curve_table(metrics, pvalues, caption) -> Table:
+    rows = [[m, metrics["quantile"][m], pvalues["quantile"][m], metrics["interval"][m],
+             pvalues["interval"][m]] for m in _REG_METRICS]
+    return Table(["metric", "quantile curve", "p-value", "interval curve", "p-value"],
+                 rows, caption=caption)
+
+
+def _sections(kind, result, loo_result, recal, label, split_info, caveats):
+    """The report's sections, shared by the terminal and the HTML page."""
+    sections = []
+    test_note = (f"p-value: Monte Carlo test of perfect calibration ({NUM_TEST_SAMPLES} "
+                 "simulations, seeded from --seed); small values are evidence of "
+                 "miscalibration")
+    if kind == "regression":
+        main = Section(f"Calibration of the {label}")
+        main.tables.append(_curve_table(result["metrics"], result["pvalues"],
+                                        "calibration curve metrics"))
+        main.tables.append(Table(_COVERAGE_HEADER, _coverage_rows(result["coverage"]),
+                                 caption=f"coverage of central intervals ({label})"))
+        main.lines.extend(f"{k}: {v:.4f}" for k, v in result["scores"].items())
+        main.lines.append(test_note)
+        sections.append(main)
+        if loo_result is not None:
+            pk = loo_result["pareto_k"]
+            s = Section(f"Calibration of the {LOO_LABEL}")
+            s.tables.append(_curve_table(loo_result["metrics"], loo_result["pvalues"],
+                                         "calibration curve metrics"))
+            s.tables.append(Table(_COVERAGE_HEADER, _coverage_rows(loo_result["coverage"]),
+                                  caption="coverage of central intervals (LOO-PIT)"))
+            s.lines.append(f"Pareto k max {pk['max']:.2f}, {pk['above 0.7']} of {pk['n']} "
+                           "above 0.7")
+            sections.append(s)
+    else:
+        main = Section(f"Calibration of the {label}")
+        rows = [[k, v, result["pvalues"].get(k)] for k, v in result["metrics"].items()]
+        main.tables.append(Table(["metric", "value", "p-value"], rows,
+                                 caption="metrics"))
+        bins = [[f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f}]", r["n"], r["mean prob"],
+                 r["frequency"],
+                 f"[{r['acceptance_95'][0]:.3f}, {r['acceptance_95'][1]:.3f}]",
+                 ", ".join(f for f, on in (("sparse", r["sparse"]),
+                                           ("outside", r["outside"])) if on)]
+                for r in result["bins"]]
+        main.tables.append(Table(["bin", "n", "mean prob", "frequency",
+                                  "95% acceptance", "flag"], bins,
+                                 caption="bins (empty bins left out)", digits=3))
+        main.lines.append("p-value: ECE, MCE by consistency resampling "
+                          f"({NUM_TEST_SAMPLES} label sets drawn from the probabilities, "
+                          "seeded from --seed); Brier by Spiegelhalter's z-test; "
+                          "- : not a calibration statistic")
+        sections.append(main)
+    main.lines.extend(caveats)
+    if recal is not None:
+        s = Section(f"Recalibration: {recal['method']}")
+        s.lines.append(
+            f"{recal['fitted']}; {recal['n_calibration']} observations for calibration, "
+            f"{recal['n_held_out']} held out (--calibration-fraction "
+            f"{recal['calibration_fraction']:g}, seeded from --seed)")
+        recal["_table"].caption = "before / after, on the held-out part"
+        s.tables.append(recal["_table"])
+        s.lines.extend(recal.get("caveats", []))
+        sections.append(s)
+    notes = Section("Notes", lines=[f"note: {v}" for v in result["notes"]])
+    if notes.lines:
+        sections.append(notes)
+    return sections
+
+
+def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict[str, str]:
+    """Draw the plots into ``folder``: file name -> the title of its section."""
+    import jax
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from bayescal import plot
+    from bayescal import regression as reg
 
-    names = []
+    section = f"Calibration of the {label}"
+    names: dict[str, str] = {}
+
+    def save(fig, name, where):
+        fig.savefig(folder / name, dpi=100, bbox_inches="tight")
+        plt.close(fig)
+        names[name] = where
+
     if kind == "regression":
         for curve_kind, curve in result["_curves"].items():
             fig, ax = plt.subplots(figsize=(5, 5))
-            plot.calibration_curve(curve, ax=ax, labels=[f"{curve_kind} curve"])
-            names.append(f"calibration_{curve_kind}.png")
-            fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
-            plt.close(fig)
-        names.append(_save_pit_ecdf(result["_pit"], folder, "pit_ecdf.png"))
+            plot.calibration_curve(curve, ax=ax, labels=[f"{curve_kind} curve"],
+                                   kind=curve_kind)
+            ax.set_title(f"{curve_kind.capitalize()} calibration curve\n{label}, n={n}")
+            save(fig, f"calibration_{curve_kind}.png", section)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        plot.pit_ecdf(result["_pit"], ax=ax, key=key)
+        ax.set_title(f"PIT ECDF difference, 95% simultaneous band\n{label}, n={n}")
+        save(fig, "pit_ecdf.png", section)
+        if loo_result is not None:
+            fig, ax = plt.subplots(figsize=(6, 4))
+            plot.pit_ecdf(loo_result["_pit"], ax=ax, key=jax.random.fold_in(key, 1))
+            ax.set_title(f"LOO-PIT ECDF difference, 95% simultaneous band\n"
+                         f"PSIS leave-one-out (out-of-sample), n={n}")
+            save(fig, "loo_pit_ecdf.png", f"Calibration of the {LOO_LABEL}")
+        if recal is not None and recal["_before"] is not None:
+            fig, ax = plt.subplots(figsize=(5, 5))
+            curves = {f"before: {recal['pit']}": reg.calibration_curve(recal["_before"]),
+                      f"after {recal['method']}": reg.calibration_curve(recal["_after"])}
+            plot.calibration_curve(curves, ax=ax, kind="quantile")
+            ax.set_title(f"Held-out part before/after {recal['method']}, "
+                         f"n={recal['n_held_out']}")
+            save(fig, "recalibration.png", f"Recalibration: {recal['method']}")
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
         plot.reliability_diagram(result["_curve"], ax=ax, edges=result["_edges"])
-        names.append("reliability.png")
-        fig.savefig(folder / names[-1], dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        ax.set_title(f"Reliability diagram, 95% acceptance intervals\n{label}, n={n}")
+        save(fig, "reliability.png", section)
+        if recal is not None:
+            from bayescal import classification as clf
+
+            fig, axes = plt.subplots(1, 2, figsize=(10, 6))
+            y = recal["_y_held_out"]
+            for ax, (what, q) in zip(axes, (("before", recal["_before"]),
+                                            ("after", recal["_after"])), strict=True):
+                c = clf.acceptance_intervals(clf.reliability_curve(
+                    y, q, bins=result["_edges"].size - 1))
+                plot.reliability_diagram(c, ax=ax)
+                ax.set_title(f"Held-out part, {what} isotonic, n={y.size}")
+            save(fig, "recalibration.png", f"Recalibration: {recal['method']}")
     return names
-
-
-
-def _save_pit_ecdf(pit, folder: pathlib.Path, name: str, title: str | None = None) -> str:
-    """A PIT ECDF figure saved as ``folder / name``; returns ``name``."""
-    import matplotlib.pyplot as plt
-
-    from bayescal import plot
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    plot.pit_ecdf(pit, ax=ax)
-    if title:
-        ax.set_title(title)
-    fig.savefig(folder / name, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return name

@@ -51,6 +51,25 @@ def bounded_int(name: str, low: int, high: int) -> Callable[[str], int]:
     return convert
 
 
+def bounded_float(name: str, low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type=`` that accepts a number strictly between ``low`` and ``high``."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number in ({low:g}, {high:g}); got {text!r}"
+            ) from None
+        if not low < value < high:  # NaN too
+            shown = text if len(text) <= 24 else text[:21] + "..."
+            raise argparse.ArgumentTypeError(f"must be in ({low:g}, {high:g}); got {shown}")
+        return value
+
+    convert.__name__ = "number"
+    return convert
+
+
 # The bounds, in one place (documented in --help and docs/bad-input.md).
 NUM_LEVELS = (2, 10_000)  # a curve on more levels than this is a grid, not a curve
 BINS = (1, 10_000)  # 15 is usual; 1e4 bins of 1e6 predictions hold 100 each
@@ -58,3 +77,4 @@ SEED = (0, 2**32 - 2)  # jax.random.key wraps seeds modulo 2**32; the demo uses 
 NUM_SAMPLES = (1, 100_000)
 NUM_WARMUP = (0, 100_000)
 CHUNK_MB = (1, 65_536)
+CALIBRATION_FRACTION = (0.0, 1.0)  # open interval: both parts non-empty
