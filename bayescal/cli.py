@@ -202,7 +202,8 @@ def _build_parser() -> OneLineParser:
         default=64,
         help="draws: megabytes of draws read and processed at a time (default: %(default)s)",
     )
-    ev.add_argument("--no-plots", action="store_true", help="write no PNG files")
+    ev.add_argument("--no-plots", action="store_true",
+                    help="write no PNG files (report.html then holds the tables only)")
     ev.add_argument(
         "--no-loo",
         action="store_true",

@@ -1030,10 +1030,11 @@ def run_evaluate(
     if recal is not None:
         report["recalibration"] = {k: v for k, v in recal.items() if not k.startswith("_")}
     with staged_output(out_dir, force=force, inputs=[file]) as tmp:
-        names: dict[str, str] = {}
+        names: list[str] = []
         if plots:
-            names = _write_plots(kind, result, loo_result, recal, tmp, label, n,
-                                 band_key)
+            result["_figures"] = {"loo": loo_result, "recal": recal, "label": label,
+                                  "key": band_key}
+            names = _write_plots(kind, result, tmp)
         if recal is not None:
             from bayescal.core import save_calibrator
 
@@ -1044,7 +1045,7 @@ def run_evaluate(
         report["plots"] = [str(out_dir / name) for name in names]
         report["html"] = str(out_dir / "report.html")
         for s in sections:
-            s.figures = [f for f in names if names[f] == s.title]
+            s.figures = [f for f in names if _FIGURE_SECTION.get(f, "main") == s.key]
         images = {name: (tmp / name).read_bytes() for name in names}
         intro = [head, f"Data: {label} ({split_info['reason']})."]
         page = render_html(f"bayescal evaluate: {pathlib.Path(file).name}", intro,
@@ -1103,7 +1104,7 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
         sections.append(main)
         if loo_result is not None:
             pk = loo_result["pareto_k"]
-            s = Section(f"Calibration of the {LOO_LABEL}")
+            s = Section(f"Calibration of the {LOO_LABEL}", key="loo")
             s.tables.append(_curve_table(loo_result["metrics"], loo_result["pvalues"],
                                          "calibration curve metrics"))
             s.tables.append(Table(_COVERAGE_HEADER, _coverage_rows(loo_result["coverage"]),
@@ -1132,7 +1133,7 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
         sections.append(main)
     main.lines.extend(caveats)
     if recal is not None:
-        s = Section(f"Recalibration: {recal['method']}")
+        s = Section(f"Recalibration: {recal['method']}", key="recalibration")
         s.lines.append(
             f"{recal['fitted']}; {recal['n_calibration']} observations for calibration, "
             f"{recal['n_held_out']} held out (--calibration-fraction "
@@ -1141,14 +1142,23 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
         s.tables.append(recal["_table"])
         s.lines.extend(recal.get("caveats", []))
         sections.append(s)
-    notes = Section("Notes", lines=[f"note: {v}" for v in result["notes"]])
+    notes = Section("Notes", key="notes", lines=[f"note: {v}" for v in result["notes"]])
     if notes.lines:
         sections.append(notes)
     return sections
 
 
-def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict[str, str]:
-    """Draw the plots into ``folder``: file name -> the title of its section."""
+#: The section (Section.key) each figure belongs to; others go to "main".
+_FIGURE_SECTION = {"loo_pit_ecdf.png": "loo", "recalibration.png": "recalibration"}
+
+
+def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> list[str]:
+    """Draw the plots into ``folder``; return their file names.
+
+    ``result["_figures"]`` holds the LOO-PIT result, the recalibration entry, the
+    label of the data split and the key of the bands (from ``--seed``). Titles say
+    which PIT and how many observations.
+    """
     import jax
     import matplotlib
 
@@ -1158,13 +1168,19 @@ def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict
     from bayescal import plot
     from bayescal import regression as reg
 
-    section = f"Calibration of the {label}"
-    names: dict[str, str] = {}
+    extra = result.get("_figures", {})
+    loo_result, recal = extra.get("loo"), extra.get("recal")
+    label = extra.get("label", "PIT")
+    key = extra.get("key")
+    if key is None:
+        key = jax.random.key(0)
+    n = int(np.asarray(result["_y"]).size)
+    names: list[str] = []
 
-    def save(fig, name, where):
+    def save(fig, name):
         fig.savefig(folder / name, dpi=100, bbox_inches="tight")
         plt.close(fig)
-        names[name] = where
+        names.append(name)
 
     if kind == "regression":
         for curve_kind, curve in result["_curves"].items():
@@ -1172,17 +1188,17 @@ def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict
             plot.calibration_curve(curve, ax=ax, labels=[f"{curve_kind} curve"],
                                    kind=curve_kind)
             ax.set_title(f"{curve_kind.capitalize()} calibration curve\n{label}, n={n}")
-            save(fig, f"calibration_{curve_kind}.png", section)
+            save(fig, f"calibration_{curve_kind}.png")
         fig, ax = plt.subplots(figsize=(6, 4))
         plot.pit_ecdf(result["_pit"], ax=ax, key=key)
         ax.set_title(f"PIT ECDF difference, 95% simultaneous band\n{label}, n={n}")
-        save(fig, "pit_ecdf.png", section)
+        save(fig, "pit_ecdf.png")
         if loo_result is not None:
             fig, ax = plt.subplots(figsize=(6, 4))
             plot.pit_ecdf(loo_result["_pit"], ax=ax, key=jax.random.fold_in(key, 1))
             ax.set_title(f"LOO-PIT ECDF difference, 95% simultaneous band\n"
                          f"PSIS leave-one-out (out-of-sample), n={n}")
-            save(fig, "loo_pit_ecdf.png", f"Calibration of the {LOO_LABEL}")
+            save(fig, "loo_pit_ecdf.png")
         if recal is not None and recal["_before"] is not None:
             fig, ax = plt.subplots(figsize=(5, 5))
             curves = {f"before: {recal['pit']}": reg.calibration_curve(recal["_before"]),
@@ -1190,12 +1206,12 @@ def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict
             plot.calibration_curve(curves, ax=ax, kind="quantile")
             ax.set_title(f"Held-out part before/after {recal['method']}, "
                          f"n={recal['n_held_out']}")
-            save(fig, "recalibration.png", f"Recalibration: {recal['method']}")
+            save(fig, "recalibration.png")
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
         plot.reliability_diagram(result["_curve"], ax=ax, edges=result["_edges"])
         ax.set_title(f"Reliability diagram, 95% acceptance intervals\n{label}, n={n}")
-        save(fig, "reliability.png", section)
+        save(fig, "reliability.png")
         if recal is not None:
             from bayescal import classification as clf
 
@@ -1207,5 +1223,5 @@ def _write_plots(kind, result, loo_result, recal, folder, label, n, key) -> dict
                     y, q, bins=result["_edges"].size - 1))
                 plot.reliability_diagram(c, ax=ax)
                 ax.set_title(f"Held-out part, {what} isotonic, n={y.size}")
-            save(fig, "recalibration.png", f"Recalibration: {recal['method']}")
+            save(fig, "recalibration.png")
     return names

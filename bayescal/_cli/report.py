@@ -29,6 +29,7 @@ class Section:
     """A titled part of the report: text lines, tables and figures (file names)."""
 
     title: str
+    key: str = "main"  # which figures belong here
     lines: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)

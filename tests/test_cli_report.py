@@ -1,0 +1,467 @@
+"""``bayescal evaluate`` answers the user's questions (issue 21, item 3).
+
+Coverage of central intervals with Wilson intervals, a calibration-test p-value beside
+each metric, the data split labelled (table, JSON, figure titles), sparse bins flagged,
+``--recalibrate`` with a seeded calibration split or the LOO-PIT, and the
+self-contained HTML report (checked in headless Chromium in
+tests/test_cli_report_browser.py). References are named at each test.
+"""
+
+import json
+import math
+import re
+
+import jax
+import matplotlib
+import numpy as np
+import pytest
+import scipy.stats
+
+from bayescal import classification as clf
+from bayescal import regression as reg
+from bayescal._cli import evaluate as ev
+from bayescal.core import load_calibrator
+from tests._cli import assert_one_line_error, evaluate
+from tests.test_cli_loo import _tree, _write
+
+X64 = bool(jax.config.read("jax_enable_x64"))
+DTYPE = np.dtype(np.float64 if X64 else np.float32)
+P_MIN = 1 / (1 + ev.NUM_TEST_SAMPLES)  # the smallest Monte Carlo p-value
+
+
+def _normal_csv(path, n=150, sd=1.0, claimed=1.0, seed=0):
+    """y ~ N(loc, sd); the CSV claims scale ``claimed``: (path, y, loc, scale)."""
+    rng = np.random.default_rng(seed)
+    loc = rng.normal(size=n)
+    y = loc + sd * rng.normal(size=n)
+    scale = np.full(n, claimed)
+    np.savetxt(path, np.column_stack([y, loc, scale]), delimiter=",",
+               header="y,loc,scale", comments="", fmt="%.17g")
+    return path, y, loc, scale
+
+
+def _binary_csv(path, y, p):
+    np.savetxt(path, np.column_stack([y, p]), delimiter=",", header="y,prob",
+               comments="", fmt="%.17g")
+    return path
+
+
+def _report(out):
+    return json.loads((out / "report.json").read_text())
+
+
+@pytest.fixture
+def titles(monkeypatch):
+    """The titles of every figure's axes, recorded as it is saved."""
+    from matplotlib.figure import Figure
+
+    seen = {}
+    original = Figure.savefig
+
+    def savefig(self, fname, *args, **kwargs):
+        seen[str(fname).rsplit("/", 1)[-1]] = " | ".join(a.get_title() for a in self.axes)
+        return original(self, fname, *args, **kwargs)
+
+    matplotlib.use("Agg")
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    return seen
+
+
+# ---------------------------------------------------------------- coverage
+@pytest.mark.parametrize("k,n", [(0, 10), (7, 10), (10, 10), (1, 3), (54, 150), (149, 150)])
+def test_wilson_interval_equals_scipy(k, n):
+    # reference: scipy.stats.binomtest(k, n).proportion_ci(method="wilson")
+    ci = scipy.stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    np.testing.assert_allclose(ev.wilson_interval(k, n), (ci.low, ci.high), atol=1e-12)
+
+
+def test_coverage_counts_equal_the_normal_central_intervals(tmp_path, capsys):
+    # reference: y inside loc -/+ z_{(1+c)/2} * scale (scipy.stats.norm.ppf), counted
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", sd=1.3)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--no-plots")
+    assert code == 0, err
+    cov = _report(tmp_path / "o")["coverage"]
+    assert [c["nominal"] for c in cov] == [0.5, 0.8, 0.9, 0.95]
+    for c in cov:
+        z = scipy.stats.norm.ppf((1 + c["nominal"]) / 2)
+        k = int(np.sum(np.abs(y - loc) <= z * scale))
+        assert abs(c["covered"] - k) <= 1  # float32 PIT at the interval's edge
+        assert c["n"] == 150 and c["coverage"] == c["covered"] / 150
+        ci = scipy.stats.binomtest(c["covered"], 150).proportion_ci(method="wilson")
+        np.testing.assert_allclose(c["wilson_95"], (ci.low, ci.high), atol=1e-12)
+        # sd 1.3 against a claimed 1: every interval covers too few
+        assert c["flag"] == "low"
+    assert re.search(r"^50% +\d+/150 +0\.\d{4} +\[0\.\d{3}, 0\.\d{3}\] +too few covered",
+                     out, re.M)
+
+
+# ---------------------------------------------------------------- p-values
+def test_regression_pvalues_small_for_miscalibrated_not_for_calibrated(tmp_path, capsys):
+    bad, *_ = _normal_csv(tmp_path / "bad.csv", n=300, sd=1.5)
+    good, *_ = _normal_csv(tmp_path / "good.csv", n=300, sd=1.0, seed=1)
+    for path, out in ((bad, tmp_path / "b"), (good, tmp_path / "g")):
+        code, text, err = evaluate(capsys, path, "--out", out, "--no-plots")
+        assert code == 0, err
+    pb, pg = _report(tmp_path / "b")["pvalues"], _report(tmp_path / "g")["pvalues"]
+    for kind in ("quantile", "interval"):
+        assert set(pb[kind]) == {"MACE", "RMSCE", "max gap", "area (exact)"}
+        # too narrow by 1.5: every metric far out in the null distribution
+        assert all(v < 0.01 for v in pb[kind].values()), pb
+        assert pb[kind]["MACE"] == pytest.approx(P_MIN, rel=1e-6)
+        assert all(v > 0.01 for v in pg[kind].values()), pg  # calibrated
+
+
+def test_regression_pvalues_agree_with_the_library_tests(tmp_path, capsys):
+    # reference: bayescal.regression.calibration_error_test / miscalibration_area_test
+    # on the same PIT (another simulation: equal within Monte Carlo error, 4 SE)
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=120, sd=1.08, seed=4)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--no-plots",
+                            "--seed", 5)
+    assert code == 0, err
+    got = _report(tmp_path / "o")["pvalues"]
+    u = reg.pit_normal(y.astype(DTYPE), loc.astype(DTYPE), scale.astype(DTYPE))
+    key = jax.random.key(11)
+    for kind in ("quantile", "interval"):
+        for name, norm in (("MACE", "l1"), ("RMSCE", "l2"), ("max gap", "max")):
+            ref = float(reg.calibration_error_test(key, u, norm=norm, kind=kind,
+                                                   num_samples=4000).pvalue)
+            assert abs(got[kind][name] - ref) < 4 * math.sqrt(ref * (1 - ref) / 800) + 2e-3
+        ref = float(reg.miscalibration_area_test(key, u, kind=kind, num_samples=4000).pvalue)
+        assert abs(got[kind]["area (exact)"] - ref) < 4 * math.sqrt(ref * (1 - ref) / 800) + 2e-3
+
+
+def test_pvalues_are_seeded(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=100, sd=1.05, seed=2)
+    runs = {}
+    for name, seed in (("a", 3), ("b", 3), ("c", 4)):
+        code, _, err = evaluate(capsys, path, "--out", tmp_path / name, "--no-plots",
+                                "--seed", seed)
+        assert code == 0, err
+        runs[name] = _report(tmp_path / name)["pvalues"]
+    assert runs["a"] == runs["b"]
+    assert runs["a"] != runs["c"]
+
+
+def test_classification_pvalues(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.02, 0.98, 600)
+    calibrated = (rng.uniform(size=600) < p).astype(int)
+    overconfident = (rng.uniform(size=600) < 0.5 + 0.6 * (p - 0.5)).astype(int)
+    reports = {}
+    for name, y in (("good", calibrated), ("bad", overconfident)):
+        path = _binary_csv(tmp_path / f"{name}.csv", y, p)
+        code, out, err = evaluate(capsys, path, "--out", tmp_path / name, "--no-plots")
+        assert code == 0, err
+        reports[name] = _report(tmp_path / name)
+    good, bad = reports["good"]["pvalues"], reports["bad"]["pvalues"]
+    for metric in ("ECE", "MCE", "Brier"):
+        assert good[metric] > 0.01, good
+        assert bad[metric] < 0.001, bad
+    assert bad["ECE"] == pytest.approx(P_MIN)
+    # not calibration statistics: no p-value, printed as "-"
+    assert "log-loss" not in good and "CORP discrimination" not in good
+    # reference: Spiegelhalter (1986), z = sum (y - p)(1 - 2p) / sqrt(sum (1 - 2p)^2
+    # p (1 - p)), two-sided normal tail from scipy.stats.norm
+    z = np.sum((calibrated - p) * (1 - 2 * p)) / np.sqrt(np.sum((1 - 2 * p) ** 2 * p * (1 - p)))
+    # (the report's probabilities are in the compute dtype: float32 unless x64)
+    assert good["Brier"] == pytest.approx(2 * scipy.stats.norm.sf(abs(z)),
+                                          rel=1e-9 if X64 else 1e-5)
+
+
+def test_consistency_resampling_is_uniform_under_the_null():
+    # property: under calibration the p-value is (close to) uniform: its share below
+    # 0.2 over 40 calibrated data sets lies in the binomial 99.9% range of 40 * 0.2
+    rng = np.random.default_rng(7)
+    small = 0
+    for i in range(40):
+        p = rng.uniform(size=200)
+        y = (rng.uniform(size=200) < p).astype(int)
+        small += ev.classification_pvalues(y, p, jax.random.key(i), 10)["ECE"] < 0.2
+    lo, hi = scipy.stats.binom.ppf([0.0005, 0.9995], 40, 0.2)
+    assert lo <= small <= hi
+
+
+# ---------------------------------------------------------------- split labels
+def test_arviz_file_is_labelled_in_sample_and_loo_out_of_sample(tmp_path, capsys, titles):
+    path = _write(_tree(n=60), tmp_path / "m.nc")
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o")
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    assert report["data"]["split"] == "in-sample"
+    assert report["data"]["label"] == "in-sample PIT"
+    assert "observed_data" in report["data"]["reason"]
+    assert "== Calibration of the in-sample PIT" in out
+    assert "== Calibration of the LOO-PIT (PSIS leave-one-out, out-of-sample)" in out
+    assert report["loo"]["label"].startswith("LOO-PIT")
+    for name in ("calibration_quantile.png", "calibration_interval.png", "pit_ecdf.png"):
+        assert "in-sample PIT" in titles[name], titles
+    assert "out-of-sample" in titles["loo_pit_ecdf.png"]
+    assert "95% simultaneous band" in titles["pit_ecdf.png"]
+    html = (tmp_path / "o" / "report.html").read_text()
+    assert "in-sample PIT" in html and "out-of-sample" in html
+
+
+@pytest.mark.parametrize("flag,split,label", [
+    ((), "not stated", "PIT (split not stated)"),
+    (("--data-split", "held-out"), "held-out", "held-out PIT"),
+    (("--data-split", "in-sample"), "in-sample", "in-sample PIT"),
+])
+def test_csv_split_is_not_stated_unless_given(tmp_path, capsys, titles, flag, split, label):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", *flag)
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    assert report["data"]["split"] == split and report["data"]["label"] == label
+    assert f"== Calibration of the {label}" in out
+    assert label in titles["pit_ecdf.png"]
+
+
+def test_pit_ecdf_band_is_drawn_and_seeded(tmp_path, capsys, monkeypatch):
+    # the band is plot.pit_ecdf's, simulated with a key derived from --seed
+    from bayescal import plot
+
+    keys = []
+    real = plot.pit_ecdf
+
+    def spy(pit, **kw):
+        keys.append(kw.get("key"))
+        return real(pit, **kw)
+
+    monkeypatch.setattr(plot, "pit_ecdf", spy)
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    for name in ("a", "b"):
+        assert evaluate(capsys, path, "--out", tmp_path / name, "--seed", 9)[0] == 0
+    assert len(keys) == 2 and keys[0] is not None
+    np.testing.assert_array_equal(jax.random.key_data(keys[0]), jax.random.key_data(keys[1]))
+
+
+# ---------------------------------------------------------------- sparse bins
+def test_sparse_bins_are_counted_flagged_and_caveated(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    p = np.concatenate([rng.uniform(0.05, 0.6, 200), [0.95, 0.96]])
+    y = np.concatenate([(rng.uniform(size=200) < p[:200]).astype(int), [0, 0]])
+    path = _binary_csv(tmp_path / "c.csv", y, p)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--bins", 10,
+                              "--no-plots")
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    bins = report["bins"]
+    # reference: numpy's histogram counts on the equal-width edges, and scikit-learn's
+    # calibration_curve for the frequencies and mean predictions of non-empty bins
+    from sklearn.calibration import calibration_curve
+
+    counts = np.histogram(p, np.linspace(0, 1, 11))[0]
+    assert [b["n"] for b in bins] == [int(c) for c in counts if c]
+    freq, mean = calibration_curve(y, p, n_bins=10)
+    np.testing.assert_allclose([b["frequency"] for b in bins], freq, atol=1e-6)
+    np.testing.assert_allclose([b["mean prob"] for b in bins], mean, atol=1e-6)
+    assert [b["sparse"] for b in bins] == [int(c) < 10 for c in counts if c]
+    top = bins[-1]
+    assert top["n"] == 2 and top["sparse"] and top["outside"]
+    assert report["metrics"]["MCE"] == pytest.approx(top["mean prob"], abs=1e-6)
+    assert any(c.startswith("caveat: MCE 0.955 comes from the bin [0.90, 1.00] with 2 "
+                            "cases") for c in report["caveats"]), report["caveats"]
+    assert "caveat: MCE 0.955" in out
+    assert re.search(r"\[0\.90, 1\.00\] +2 .* sparse, outside", out)
+
+
+def test_few_observations_give_a_caveat(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=20)
+    assert evaluate(capsys, path, "--out", tmp_path / "o", "--no-plots")[0] == 0
+    assert any(c.startswith("caveat: only 20 observations")
+               for c in _report(tmp_path / "o")["caveats"])
+
+
+# ---------------------------------------------------------------- recalibration
+def _split(n, fraction, seed):
+    # reference: the documented split, numpy's Generator permutation seeded by --seed
+    perm = np.random.default_rng(seed).permutation(n)
+    k = round(fraction * n)
+    return np.sort(perm[:k]), np.sort(perm[k:])
+
+
+def test_recalibrate_isotonic_regression(tmp_path, capsys, titles):
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=400, sd=1.6)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "isotonic", "--calibration-fraction", 0.6, "--seed", 2)
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    cal, test = _split(400, 0.6, 2)
+    assert (rec["n_calibration"], rec["n_held_out"]) == (240, 160)
+    u = np.asarray(reg.pit_normal(y.astype(DTYPE), loc.astype(DTYPE), scale.astype(DTYPE)))
+    ref = reg.fit_isotonic_recalibrator(u[cal])
+    assert load_calibrator(tmp_path / "o" / "recalibrator.npz") == ref
+    after = np.asarray(ref(u[test]))
+    assert rec["before"]["interval MACE"] == pytest.approx(
+        float(reg.calibration_error(u[test], kind="interval")), abs=1e-6)
+    assert rec["after"]["interval MACE"] == pytest.approx(
+        float(reg.calibration_error(after, kind="interval")), abs=1e-6)
+    # too narrow by 1.6: every interval covers too few before; after, each coverage
+    # is nearer its nominal level
+    for b, a in zip(rec["before"]["coverage"], rec["after"]["coverage"], strict=True):
+        assert b["flag"] == "low"
+        assert abs(a["coverage"] - a["nominal"]) < abs(b["coverage"] - b["nominal"]) / 2
+    assert rec["after"]["interval MACE"] < rec["before"]["interval MACE"] / 2
+    assert "== Recalibration: isotonic" in out and "coverage 90%" in out
+    assert "recalibration.png" in titles and "160" in titles["recalibration.png"]
+
+
+def test_recalibrate_sigma_equals_the_closed_form(tmp_path, capsys):
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=200, sd=2.0)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate", "sigma",
+                            "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    cal, _ = _split(200, 0.5, 0)
+    # reference: Laves et al. (2020), s = sqrt(mean(((y - loc) / scale)^2))
+    s = math.sqrt(np.mean(((y[cal] - loc[cal]) / scale[cal]) ** 2))
+    assert rec["factor"] == pytest.approx(s, rel=1e-5)
+    assert float(load_calibrator(tmp_path / "o" / "recalibrator.npz").factor) == rec["factor"]
+    assert rec["after"]["coverage"][2]["flag"] == ""
+
+
+def test_recalibrate_conformal_writes_one_file_per_coverage(tmp_path, capsys):
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=300, sd=1.5)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "conformal", "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    cal, test = _split(300, 0.5, 0)
+    scores = np.sort(np.abs(y[cal] - loc[cal]) / scale[cal])
+    for c, after in zip((50, 80, 90, 95), rec["after"]["coverage"], strict=True):
+        r = load_calibrator(tmp_path / "o" / f"recalibrator_{c}.npz")
+        # reference: Lei et al. (2018), the ceil((n + 1)(1 - alpha))-th smallest score
+        k = math.ceil((cal.size + 1) * c / 100)
+        assert float(r.quantile) == pytest.approx(scores[k - 1], rel=1e-6)
+        inside = np.abs(y[test] - loc[test]) <= float(r.quantile) * scale[test]
+        assert after["covered"] == int(inside.sum())
+        assert after["flag"] != "low"
+    assert [b["flag"] for b in rec["before"]["coverage"]] == ["low"] * 4
+    assert "mean width after" in out
+
+
+def test_recalibrate_uses_the_loo_pit_when_there_is_one(tmp_path, capsys):
+    tree = _tree(n=80)
+    path = _write(tree, tmp_path / "m.nc")
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "isotonic", "--no-plots", "--seed", 1)
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    rec = report["recalibration"]
+    assert rec["pit"].startswith("LOO-PIT")
+    cal, test = _split(80, 0.5, 1)
+    # reference: bayescal.arviz.loo_pit on the same data (as in test_cli_loo.py)
+    import warnings
+
+    from bayescal import arviz as baz
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        u = np.asarray(baz.loo_pit(tree, "y", flat=True).pit).astype(DTYPE)
+    ref = reg.fit_isotonic_recalibrator(u[cal])
+    got = load_calibrator(tmp_path / "o" / "recalibrator.npz")
+    np.testing.assert_allclose(np.asarray(got.raw), np.asarray(ref.raw), atol=1e-6)
+    # without the LOO-PIT, the in-sample PIT
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "p", "--recalibrate",
+                            "isotonic", "--no-plots", "--no-loo")
+    assert code == 0, err
+    assert _report(tmp_path / "p")["recalibration"]["pit"] == "PIT of the file's predictive"
+
+
+def test_recalibrate_isotonic_classifier(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.05, 0.95, 500)
+    y = (rng.uniform(size=500) < p**2).astype(int)
+    path = _binary_csv(tmp_path / "c.csv", y, p)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                            "isotonic")
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    cal, test = _split(500, 0.5, 0)
+    p32 = p.astype(DTYPE)
+    ref = clf.fit_isotonic(y[cal], p32[cal])
+    assert load_calibrator(tmp_path / "o" / "recalibrator.npz") == ref
+    assert rec["after"]["Brier"] == pytest.approx(
+        float(clf.brier_score(y[test], np.asarray(ref(p32[test])))), abs=1e-6)
+    assert rec["after"]["ECE"] < rec["before"]["ECE"]
+    assert (tmp_path / "o" / "recalibration.png").stat().st_size > 5000
+
+
+@pytest.mark.parametrize("args,pattern", [
+    (("--recalibrate", "sigma"), r"--recalibrate sigma .* needs the normal layout"),
+    (("--recalibrate", "isotonic", "--calibration-fraction", "0.01"),
+     r"--calibration-fraction 0.01 of \d+ observations leaves 0 for calibration"),
+    (("--calibration-fraction", "1"), r"argument --calibration-fraction: must be in \(0, 1\)"),
+    (("--calibration-fraction", "nan"), r"must be in \(0, 1\); got nan"),
+    (("--recalibrate", "platt"), r"argument --recalibrate: invalid choice"),
+])
+def test_recalibrate_bad_requests_are_one_line_and_write_nothing(tmp_path, capsys, args,
+                                                                 pattern):
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(30, 40))
+    np.savetxt(tmp_path / "d.csv", np.column_stack([rng.normal(size=40), draws.T]),
+               delimiter=",", comments="",
+               header="y," + ",".join(f"draw_{i}" for i in range(30)))
+    code, out, err = evaluate(capsys, tmp_path / "d.csv", "--out", tmp_path / "o", *args)
+    assert_one_line_error(code, err, pattern)
+    assert out == "" and not (tmp_path / "o").exists()
+
+
+def test_conformal_on_a_classifier_is_refused(tmp_path, capsys):
+    path = _binary_csv(tmp_path / "c.csv", [0, 1] * 20, [0.3, 0.6] * 20)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "conformal")
+    assert_one_line_error(code, err, r"--recalibrate conformal applies to regression")
+    assert not (tmp_path / "o").exists()
+
+
+def test_conformal_with_too_few_calibration_points(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=30)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "conformal")
+    assert_one_line_error(code, err, r"conformal at 95%: .*too few.*raise "
+                                     r"--calibration-fraction")
+    assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- output folder
+def test_force_replaces_the_report_files_and_keeps_the_users(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "report.html").write_text("old")
+    (out / "mine.txt").write_text("keep")
+    code, _, err = evaluate(capsys, path, "--out", out, "--force", "--recalibrate",
+                            "isotonic")
+    assert code == 0, err
+    assert (out / "mine.txt").read_text() == "keep"
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    names = {p.name for p in out.iterdir()}
+    assert names <= set(ev.REPORT_FILES) | {"mine.txt"}
+    assert {"report.json", "report.html", "recalibrator.npz", "recalibration.png"} <= names
+
+
+def test_a_folder_named_report_html_is_refused_before_any_work(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    (tmp_path / "o" / "report.html").mkdir(parents=True)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--force")
+    assert_one_line_error(code, err, r"report.html would overwrite a folder")
+    assert out == ""
+
+
+def test_html_is_self_contained_with_every_table_and_figure(tmp_path, capsys):
+    path = _write(_tree(n=60), tmp_path / "m.nc")
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "isotonic")
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert report["html"] == str(tmp_path / "o" / "report.html")
+    # no external resource: every src is a data URI; no link, script or url()
+    assert re.findall(r'src="(?!data:image/png;base64,)', page) == []
+    for bad in ("<script", "<link", "url(", "http://", "https://", "@import"):
+        assert bad not in page
+    assert page.count("<img ") == len(report["plots"]) == 5
+    # metrics, coverage x2 (PIT, LOO-PIT), curve metrics x2, recalibration
+    assert page.count("<table>") == 5
+    assert f"{report['metrics']['quantile']['MACE']:.4f}" in page
