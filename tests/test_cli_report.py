@@ -465,3 +465,19 @@ def test_html_is_self_contained_with_every_table_and_figure(tmp_path, capsys):
     # metrics, coverage x2 (PIT, LOO-PIT), curve metrics x2, recalibration
     assert page.count("<table>") == 5
     assert f"{report['metrics']['quantile']['MACE']:.4f}" in page
+
+
+# ---------------------------------------------------------------- docs
+def test_docs_synopsis_equals_help(monkeypatch):
+    # reference: argparse's own usage block of `bayescal evaluate --help` (80 columns)
+    import pathlib
+
+    from bayescal.cli import _build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = _build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices["evaluate"]
+    usage = sub.format_usage().strip()
+    page = (pathlib.Path(__file__).parents[1] / "docs" / "arviz-cli.md").read_text()
+    blocks = re.findall(r"```text\n(usage: bayescal evaluate.*?)\n```", page, re.S)
+    assert blocks == [usage]

@@ -1201,11 +1201,12 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
             save(fig, "loo_pit_ecdf.png")
         if recal is not None and recal["_before"] is not None:
             fig, ax = plt.subplots(figsize=(5, 5))
-            curves = {f"before: {recal['pit']}": reg.calibration_curve(recal["_before"]),
+            what = "LOO-PIT" if recal["pit"].startswith("LOO") else "PIT"
+            curves = {f"before ({what})": reg.calibration_curve(recal["_before"]),
                       f"after {recal['method']}": reg.calibration_curve(recal["_after"])}
             plot.calibration_curve(curves, ax=ax, kind="quantile")
-            ax.set_title(f"Held-out part before/after {recal['method']}, "
-                         f"n={recal['n_held_out']}")
+            ax.set_title(f"Quantile calibration before/after {recal['method']}\n"
+                         f"held-out part, n={recal['n_held_out']}")
             save(fig, "recalibration.png")
     else:
         fig, ax = plt.subplots(figsize=(5, 6))
