@@ -9,6 +9,7 @@ tests/test_cli_report_browser.py). References are named at each test.
 
 import json
 import math
+import pathlib
 import re
 
 import jax
@@ -441,6 +442,34 @@ def test_force_replaces_the_report_files_and_keeps_the_users(tmp_path, capsys):
     assert {"report.json", "report.html", "recalibrator.npz", "recalibration.png"} <= names
 
 
+def test_every_report_file_is_flushed_to_disk_before_it_is_moved_in(tmp_path, capsys,
+                                                                     monkeypatch):
+    import os
+
+    real_fsync, real_rename = os.fsync, os.rename
+    synced, renamed = [], []
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    def rename(a, b):
+        renamed.append(len(synced))
+        return real_rename(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                            "isotonic")
+    assert code == 0, err
+    written = sorted(p.name for p in (tmp_path / "o").iterdir())
+    assert "report.html" in written and "recalibrator.npz" in written
+    before_rename = [pathlib.Path(p).name for p in synced[: renamed[-1]]]
+    assert set(written) <= set(before_rename), (written, before_rename)
+    assert synced[-1] == str(tmp_path)  # then the folder that holds --out
+
+
 def test_a_folder_named_report_html_is_refused_before_any_work(tmp_path, capsys):
     path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
     (tmp_path / "o" / "report.html").mkdir(parents=True)
@@ -470,8 +499,6 @@ def test_html_is_self_contained_with_every_table_and_figure(tmp_path, capsys):
 # ---------------------------------------------------------------- docs
 def test_docs_synopsis_equals_help(monkeypatch):
     # reference: argparse's own usage block of `bayescal evaluate --help` (80 columns)
-    import pathlib
-
     from bayescal.cli import _build_parser
 
     monkeypatch.setenv("COLUMNS", "80")

@@ -1057,13 +1057,9 @@ def run_evaluate(
 
 
 def _write_text(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` and flush it to disk (the folder is moved into place after)."""
-    import os
-
+    """Write ``text`` into the staging folder (flushed to disk when it is moved in)."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _caveats(kind: str, result: dict[str, Any], n: int) -> list[str]:

@@ -264,15 +264,33 @@ def _remove_created(created: list[pathlib.Path]) -> None:
             d.rmdir()
 
 
+def _fsync(path: pathlib.Path) -> None:
+    """Flush a file's or a folder's data to disk (a folder: its entries)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError:  # some filesystems refuse fsync on a folder: nothing more to do
+        if not path.is_dir():
+            raise
+    finally:
+        os.close(fd)
+
+
 def _move_into_place(
     tmp: pathlib.Path, out: pathlib.Path, *, force: bool, inputs: list[str | os.PathLike]
 ) -> None:
     files = sorted(tmp.iterdir())
+    # every file on disk before any is visible under its name (a crash after the
+    # rename never leaves a report file empty or truncated)
+    for f in files:
+        _fsync(f)
     # again: something may have appeared meanwhile
     check_target(out, force=force, names=[f.name for f in files], inputs=inputs)
     if not out.exists():
         os.rename(tmp, out)
+        _fsync(out.parent if str(out.parent) else pathlib.Path("."))
         return
     for f in files:
         os.replace(f, out / f.name)
     tmp.rmdir()
+    _fsync(out)
