@@ -131,6 +131,37 @@ def test_regression_pvalues_agree_with_the_library_tests(tmp_path, capsys):
         assert abs(got[kind]["area (exact)"] - ref) < 4 * math.sqrt(ref * (1 - ref) / 800) + 2e-3
 
 
+def test_large_files_use_the_library_tests_on_the_grid(tmp_path, capsys, monkeypatch):
+    # above EXACT_AREA_TEST_MAX observations (lowered here) each metric's p-value is
+    # the library's own test, with the key documented in run_evaluate: fold_in(key(seed),
+    # 1), then fold_in(., 4 * kind + metric)
+    monkeypatch.setattr(ev, "EXACT_AREA_TEST_MAX", 50)
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=120, sd=1.1, seed=6)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--no-plots",
+                            "--seed", 4)
+    assert code == 0, err
+    report = _report(tmp_path / "o")
+    u = reg.pit_normal(y.astype(DTYPE), loc.astype(DTYPE), scale.astype(DTYPE))
+    key = jax.random.fold_in(jax.random.key(4), 1)
+    for i, kind in enumerate(("quantile", "interval")):
+        for j, (name, norm) in enumerate((("MACE", "l1"), ("RMSCE", "l2"), ("max gap", "max"))):
+            ref = reg.calibration_error_test(jax.random.fold_in(key, 4 * i + j), u,
+                                             norm=norm, kind=kind, num_samples=1000)
+            assert report["pvalues"][kind][name] == float(ref.pvalue)
+        ref = reg.miscalibration_area_test(jax.random.fold_in(key, 4 * i + 3), u,
+                                           kind=kind, num_levels=100, num_samples=1000)
+        assert report["pvalues"][kind]["area (exact)"] == float(ref.pvalue)
+    assert any("p-value of 'area (exact)' is that of the area on the 100-level grid" in v
+               for v in report["notes"])
+
+
+def test_classifier_resampling_is_capped_for_large_files(monkeypatch):
+    assert ev.consistency_samples(150) == ev.NUM_TEST_SAMPLES
+    assert ev.consistency_samples(10**6) == 100
+    assert ev.consistency_samples(10**9) == ev.MIN_TEST_SAMPLES
+    assert ev.p_cell(1 / 101, 100) == "<= 0.010" and ev.p_cell(0.5, 100) == "0.500"
+
+
 def test_pvalues_are_seeded(tmp_path, capsys):
     path, *_ = _normal_csv(tmp_path / "p.csv", n=100, sd=1.05, seed=2)
     runs = {}

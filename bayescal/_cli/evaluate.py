@@ -423,9 +423,14 @@ COVERAGE_LEVELS = (0.5, 0.8, 0.9, 0.95)
 SPARSE_BIN = 10
 #: Monte Carlo samples of every calibration test (p-values in steps of 1 / 1001).
 NUM_TEST_SAMPLES = 1000
-#: Above this many observations the area's p-value is computed on the level grid: the
-#: exact-area null sorts NUM_TEST_SAMPLES samples of N uniforms.
-EXACT_AREA_TEST_MAX = 20_000
+#: Up to this many observations one test simulates N uniform PIT values for all eight
+#: regression metrics (cost ~ N); above, each metric's own test simulates counts on
+#: the level grid (cost independent of N), and the area's p-value is the grid area's.
+EXACT_AREA_TEST_MAX = 1_000
+#: The classifier's consistency resampling draws N labels per simulation: above this
+#: many draws in all it uses fewer simulations (at least MIN_TEST_SAMPLES).
+CONSISTENCY_MAX_DRAWS = 50_000_000
+MIN_TEST_SAMPLES = 100
 _Z95 = 1.959963984540054  # the standard Normal's 0.975 quantile
 _REG_METRICS = ("MACE", "RMSCE", "max gap", "area (exact)")
 
@@ -511,8 +516,8 @@ def _regression_pvalues(pit, key, num_levels: int) -> tuple[dict, list[str]]:
     :func:`bayescal.regression.pit_null_test` of all eight metrics (each against the
     same ``NUM_TEST_SAMPLES`` uniform samples of ``n`` values: one program). Above:
     ``calibration_error_test`` (MACE: l1, RMSCE: l2, max gap: max) and
-    ``miscalibration_area_test`` on the level grid, which simulate counts, not
-    ``n`` values.
+    ``miscalibration_area_test`` on the level grid, which simulate counts on the grid
+    (their cost does not grow with ``n``).
     """
     import jax
 
@@ -582,20 +587,29 @@ def _consistency_kernel(bins: int, num_samples: int, batch: int):
     return kernel
 
 
+def consistency_samples(n: int) -> int:
+    """Simulations of the classifier's consistency resampling for ``n`` observations:
+    ``NUM_TEST_SAMPLES``, fewer when that would draw more than ``CONSISTENCY_MAX_DRAWS``
+    labels (at least ``MIN_TEST_SAMPLES``)."""
+    return int(max(MIN_TEST_SAMPLES, min(NUM_TEST_SAMPLES, CONSISTENCY_MAX_DRAWS // max(1, n))))
+
+
 def classification_pvalues(y, p, key, bins: int) -> dict[str, float | None]:
     """P-values of the classifier's metrics under perfect calibration.
 
     ECE, debiased ECE and MCE: consistency resampling (Bröcker & Smith, 2007): labels
-    drawn as ``Bernoulli(p)`` ``NUM_TEST_SAMPLES`` times, the metric recomputed,
+    drawn as ``Bernoulli(p)`` ``B`` times, the metric recomputed,
     :math:`p = (1 + \\#\\{T_b \\ge T_{obs}\\}) / (1 + B)` (Davison & Hinkley, 1997, eq.
     4.11, as :func:`bayescal.core.null_pvalue`). Brier score: Spiegelhalter's (1986)
     z-test, two-sided, :math:`z = \\sum (y - p)(1 - 2p) / \\sqrt{\\sum (1 - 2p)^2 p(1 -
-    p)}`. The other metrics are not calibration statistics (None).
+    p)}`. The other metrics are not calibration statistics (None). ``B`` is
+    :func:`consistency_samples`.
     """
     y = np.asarray(y, np.int32)
     n = y.size
-    batch = int(max(1, min(NUM_TEST_SAMPLES, (1 << 22) // max(1, n))))
-    kernel = _consistency_kernel(bins, NUM_TEST_SAMPLES, batch)
+    num_samples = consistency_samples(n)
+    batch = int(max(1, min(num_samples, (1 << 22) // max(1, n))))
+    kernel = _consistency_kernel(bins, num_samples, batch)
     pv = np.asarray(kernel(key, y, np.asarray(p)), np.float64)
     out: dict[str, float | None] = {"ECE": float(pv[0]), "ECE (debiased L2)": float(pv[1]),
                                     "MCE": float(pv[2])}
@@ -746,7 +760,7 @@ def _recalibrate(method: str, kind: str, layout: str, result: dict[str, Any],
         before, after = pit[test], np.asarray(r(pit[test]))
         calibrators["recalibrator.npz"] = r
         entry["fitted"] = (f"isotonic recalibrator (Kuleshov et al., 2018) fitted on the "
-                           f"{entry['pit']} of the calibration part")
+                           f"calibration part's {entry['pit']}")
     elif method == "sigma":
         if layout != "normal":
             raise InputError(
@@ -1010,10 +1024,13 @@ def run_evaluate(
         "caveats": caveats,
         "plots": [],
         "tests": {
-            "num_samples": NUM_TEST_SAMPLES,
+            "num_samples": (NUM_TEST_SAMPLES if kind == "regression"
+                            else consistency_samples(int(n))),
             "seed": seed,
-            "method": ("regression: bayescal.regression.calibration_error_test "
-                       "(MACE l1, RMSCE l2, max gap max) and miscalibration_area_test"
+            "method": ((f"bayescal.regression.pit_null_test of the eight metrics "
+                        f"(N <= {EXACT_AREA_TEST_MAX})" if n <= EXACT_AREA_TEST_MAX else
+                        "bayescal.regression.calibration_error_test (MACE l1, RMSCE l2, "
+                        "max gap max) and miscalibration_area_test on the level grid")
                        if kind == "regression" else
                        "ECE, MCE: consistency resampling (Bernoulli(p) labels); Brier: "
                        "Spiegelhalter's z-test"),
@@ -1076,9 +1093,19 @@ def _caveats(kind: str, result: dict[str, Any], n: int) -> list[str]:
 
 
 
+def p_cell(p: float | None, num_samples: int = NUM_TEST_SAMPLES) -> str | None:
+    """A p-value as shown: 3 decimals; the smallest possible one, ``1 / (1 + B)``, as
+    "<= 0.001" (for B = 1000)."""
+    if p is None:
+        return None
+    if p <= 1.5 / (1 + num_samples):
+        return f"<= {1 / (1 + num_samples):.3f}"
+    return f"{p:.3f}"
+
+
 def _curve_table(metrics, pvalues, caption) -> Table:
-    rows = [[m, metrics["quantile"][m], pvalues["quantile"][m], metrics["interval"][m],
-             pvalues["interval"][m]] for m in _REG_METRICS]
+    rows = [[m, metrics["quantile"][m], p_cell(pvalues["quantile"][m]),
+             metrics["interval"][m], p_cell(pvalues["interval"][m])] for m in _REG_METRICS]
     return Table(["metric", "quantile curve", "p-value", "interval curve", "p-value"],
                  rows, caption=caption)
 
@@ -1110,7 +1137,9 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
             sections.append(s)
     else:
         main = Section(f"Calibration of the {label}")
-        rows = [[k, v, result["pvalues"].get(k)] for k, v in result["metrics"].items()]
+        b = consistency_samples(int(result["_y"].size))
+        rows = [[k, v, p_cell(result["pvalues"].get(k), b)]
+                for k, v in result["metrics"].items()]
         main.tables.append(Table(["metric", "value", "p-value"], rows,
                                  caption="metrics"))
         bins = [[f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f}]", r["n"], r["mean prob"],
@@ -1123,7 +1152,7 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
                                   "95% acceptance", "flag"], bins,
                                  caption="bins (empty bins left out)", digits=3))
         main.lines.append("p-value: ECE, MCE by consistency resampling "
-                          f"({NUM_TEST_SAMPLES} label sets drawn from the probabilities, "
+                          f"({b} label sets drawn from the probabilities, "
                           "seeded from --seed); Brier by Spiegelhalter's z-test; "
                           "- : not a calibration statistic")
         sections.append(main)
