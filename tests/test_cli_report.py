@@ -131,28 +131,48 @@ def test_regression_pvalues_agree_with_the_library_tests(tmp_path, capsys):
         assert abs(got[kind]["area (exact)"] - ref) < 4 * math.sqrt(ref * (1 - ref) / 800) + 2e-3
 
 
-def test_large_files_use_the_library_tests_on_the_grid(tmp_path, capsys, monkeypatch):
-    # above EXACT_AREA_TEST_MAX observations (lowered here) each metric's p-value is
-    # the library's own test, with the key documented in run_evaluate: fold_in(key(seed),
-    # 1), then fold_in(., 4 * kind + metric)
+def test_large_files_pvalues_agree_with_the_library_grid_tests(tmp_path, capsys,
+                                                               monkeypatch):
+    # above EXACT_AREA_TEST_MAX observations (lowered here) the null is simulated in
+    # NumPy on the level grid. Reference: bayescal.regression.calibration_error_test
+    # and miscalibration_area_test(num_levels=100) on the same PIT, within Monte Carlo
+    # error (4 SE of the difference of two estimates of 1000 and 4000 samples)
     monkeypatch.setattr(ev, "EXACT_AREA_TEST_MAX", 50)
-    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=120, sd=1.1, seed=6)
+    path, y, loc, scale = _normal_csv(tmp_path / "p.csv", n=400, sd=1.06, seed=6)
     code, _, err = evaluate(capsys, path, "--out", tmp_path / "o", "--no-plots",
                             "--seed", 4)
     assert code == 0, err
     report = _report(tmp_path / "o")
     u = reg.pit_normal(y.astype(DTYPE), loc.astype(DTYPE), scale.astype(DTYPE))
-    key = jax.random.fold_in(jax.random.key(4), 1)
-    for i, kind in enumerate(("quantile", "interval")):
-        for j, (name, norm) in enumerate((("MACE", "l1"), ("RMSCE", "l2"), ("max gap", "max"))):
-            ref = reg.calibration_error_test(jax.random.fold_in(key, 4 * i + j), u,
-                                             norm=norm, kind=kind, num_samples=1000)
-            assert report["pvalues"][kind][name] == float(ref.pvalue)
-        ref = reg.miscalibration_area_test(jax.random.fold_in(key, 4 * i + 3), u,
-                                           kind=kind, num_levels=100, num_samples=1000)
-        assert report["pvalues"][kind]["area (exact)"] == float(ref.pvalue)
-    assert any("p-value of 'area (exact)' is that of the area on the 100-level grid" in v
-               for v in report["notes"])
+    key = jax.random.key(8)
+
+    def close(got, ref):
+        return abs(got - ref) < 4 * math.sqrt(ref * (1 - ref) / 800) + 2e-3
+
+    for kind in ("quantile", "interval"):
+        for name, norm in (("MACE", "l1"), ("RMSCE", "l2"), ("max gap", "max")):
+            ref = float(reg.calibration_error_test(key, u, norm=norm, kind=kind,
+                                                   num_samples=4000).pvalue)
+            assert close(report["pvalues"][kind][name], ref), (kind, name, ref)
+        ref = float(reg.miscalibration_area_test(key, u, kind=kind, num_levels=100,
+                                                 num_samples=4000).pvalue)
+        assert close(report["pvalues"][kind]["area (exact)"], ref), (kind, ref)
+    assert any("null curves on the 100-level grid" in v for v in report["notes"])
+
+
+def test_grid_statistics_equal_the_library_metrics():
+    # reference: bayescal.regression.calibration_error (l1, l2, max) and
+    # miscalibration_area(num_levels=K) of the same PIT values
+    rng = np.random.default_rng(0)
+    levels = np.linspace(0, 1, 37)
+    for kind in ("quantile", "interval"):
+        u = rng.beta(2, 1.3, 500)
+        curve = np.asarray(reg.calibration_curve(u, num_levels=37, kind=kind).observed)
+        got = [float(v[0]) for v in ev.curve_statistics(levels, curve[None].astype(float))]
+        ref = [float(reg.calibration_error(u, num_levels=37, kind=kind, norm=m))
+               for m in ("l1", "l2", "max")]
+        ref.append(float(reg.miscalibration_area(u, num_levels=37, kind=kind)))
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)
 
 
 def test_classifier_resampling_is_capped_for_large_files(monkeypatch):
@@ -188,7 +208,7 @@ def test_classification_pvalues(tmp_path, capsys):
     good, bad = reports["good"]["pvalues"], reports["bad"]["pvalues"]
     for metric in ("ECE", "MCE", "Brier"):
         assert good[metric] > 0.01, good
-        assert bad[metric] < 0.001, bad
+        assert bad[metric] < 0.01, bad
     assert bad["ECE"] == pytest.approx(P_MIN)
     # not calibration statistics: no p-value, printed as "-"
     assert "log-loss" not in good and "CORP discrimination" not in good

@@ -514,10 +514,13 @@ def _regression_pvalues(pit, key, num_levels: int) -> tuple[dict, list[str]]:
 
     Up to ``EXACT_AREA_TEST_MAX`` observations: one
     :func:`bayescal.regression.pit_null_test` of all eight metrics (each against the
-    same ``NUM_TEST_SAMPLES`` uniform samples of ``n`` values: one program). Above:
-    ``calibration_error_test`` (MACE: l1, RMSCE: l2, max gap: max) and
-    ``miscalibration_area_test`` on the level grid, which simulate counts on the grid
-    (their cost does not grow with ``n``).
+    same ``NUM_TEST_SAMPLES`` uniform samples of ``n`` values: one program, kept in
+    the persistent compilation cache). Above: the simulation of
+    ``calibration_error_test`` and ``miscalibration_area_test(num_levels=...)``
+    (multinomial counts on the level grid, whose cost does not grow with ``n``) run in
+    NumPy: the library's tests draw those counts through a host callback, which JAX
+    does not keep in its persistent cache, so each of their four programs would be
+    compiled in every run (about 1 s each).
     """
     import jax
 
@@ -533,20 +536,57 @@ def _regression_pvalues(pit, key, num_levels: int) -> tuple[dict, list[str]]:
             for j, name in enumerate(_REG_METRICS):
                 out[kind][name] = float(pv[4 * i + j])
         return out, []
-    notes = [f"the p-value of 'area (exact)' is that of the area on the {num_levels}-level "
-             f"grid (more than {EXACT_AREA_TEST_MAX} observations)"]
-    for i, kind in enumerate(("quantile", "interval")):
-        for j, (name, norm) in enumerate(zip(_REG_METRICS[:3], ("l1", "l2", "max"),
-                                             strict=True)):
-            res = reg.calibration_error_test(
-                jax.random.fold_in(key, 4 * i + j), u, norm=norm, num_levels=num_levels,
-                kind=kind, num_samples=NUM_TEST_SAMPLES)
-            out[kind][name] = float(res.pvalue)
-        res = reg.miscalibration_area_test(
-            jax.random.fold_in(key, 4 * i + 3), u, kind=kind, num_levels=num_levels,
-            num_samples=NUM_TEST_SAMPLES)
-        out[kind]["area (exact)"] = float(res.pvalue)
+    notes = [f"above {EXACT_AREA_TEST_MAX} observations the p-values come from null "
+             f"curves on the {num_levels}-level grid, and that of 'area (exact)' is the "
+             "grid area's"]
+    levels = np.linspace(0.0, 1.0, num_levels)
+    observed = {}
+    for kind in ("quantile", "interval"):
+        curve = reg.calibration_curve(u, num_levels=num_levels, kind=kind)
+        obs = np.asarray(curve.observed, np.float64)
+        observed[kind] = dict(zip(_REG_METRICS, curve_statistics(levels, obs[None]),
+                                  strict=True))
+    seed = np.asarray(jax.random.key_data(key)).astype(np.uint64).tolist()
+    null = _grid_null(int(u.size), num_levels, NUM_TEST_SAMPLES, seed)
+    for kind in ("quantile", "interval"):
+        for name, t in zip(_REG_METRICS, null, strict=True):
+            t_obs = float(observed[kind][name][0])
+            # ties count as exceedances (the statistics are discrete; float32 curves)
+            exceed = int(np.count_nonzero(t >= t_obs - 1e-6 * max(t_obs, 1e-6)))
+            out[kind][name] = (1 + exceed) / (1 + NUM_TEST_SAMPLES)
     return out, notes
+
+
+def curve_statistics(levels: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, ...]:
+    """MACE, RMSCE, max gap and area of curves ``observed`` [B, K] at ``levels`` [K].
+
+    In NumPy, as :func:`bayescal.core.curve_error` (l1, l2, max with unit weights) and
+    the area between the piecewise-linear curve and the diagonal (crossings exact, as
+    :func:`bayescal.regression.miscalibration_area` with ``num_levels``) compute them.
+    """
+    d = observed - levels
+    gap = np.abs(d)
+    h = np.diff(levels)
+    d0, d1 = d[:, :-1], d[:, 1:]
+    a = np.abs(d0) + np.abs(d1)
+    crossing = d0 * d1 < 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        seg = np.where(crossing, h * (d0**2 + d1**2) / (2 * np.where(a == 0, 1, a)),
+                       h * a / 2)
+    return (gap.mean(1), np.sqrt((gap**2).mean(1)), gap.max(1), seg.sum(1))
+
+
+def _grid_null(n: int, num_levels: int, num_samples: int, seed) -> tuple[np.ndarray, ...]:
+    """The four statistics of ``num_samples`` calibration curves of ``n`` uniform PIT
+    values on the level grid, from multinomial cell counts (NumPy's generator seeded by
+    ``seed``): the simulation of ``calibration_error_test`` for large ``n``, on the
+    host. One null serves both kinds (``|2u - 1|`` is uniform when ``u`` is)."""
+    levels = np.linspace(0.0, 1.0, num_levels)
+    cells = np.diff(levels)
+    counts = np.random.default_rng(seed).multinomial(n, cells / cells.sum(),
+                                                     size=num_samples)
+    curves = np.concatenate([np.zeros((num_samples, 1)), np.cumsum(counts, 1)], 1) / n
+    return curve_statistics(levels, curves)
 
 
 @functools.lru_cache(maxsize=16)
