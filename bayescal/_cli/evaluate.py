@@ -1090,7 +1090,7 @@ def run_evaluate(
         names: list[str] = []
         if plots:
             result["_figures"] = {"loo": loo_result, "recal": recal, "label": label,
-                                  "key": band_key}
+                                  "key": band_key, "num_levels": num_levels}
             names = _write_plots(kind, result, tmp)
         if recal is not None:
             from bayescal.core import save_calibrator
@@ -1231,11 +1231,11 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
     import matplotlib.pyplot as plt
 
     from bayescal import plot
-    from bayescal import regression as reg
 
     extra = result.get("_figures", {})
     loo_result, recal = extra.get("loo"), extra.get("recal")
     label = extra.get("label", "PIT")
+    num_levels = extra.get("num_levels", 100)
     key = extra.get("key")
     if key is None:
         key = jax.random.key(0)
@@ -1248,10 +1248,13 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
         names.append(name)
 
     if kind == "regression":
-        for curve_kind, curve in result["_curves"].items():
+        for i, curve_kind in enumerate(result["_curves"]):
             fig, ax = plt.subplots(figsize=(5, 5))
-            plot.calibration_curve(curve, ax=ax, labels=[f"{curve_kind} curve"],
-                                   kind=curve_kind)
+            # from the PIT values: the legend's area is the table's exact area, and the
+            # band is the simultaneous band of a calibrated model of this size
+            plot.calibration_curve(result["_pit"], ax=ax, labels=[label], kind=curve_kind,
+                                   key=jax.random.fold_in(key, 10 + i),
+                                   num_levels=num_levels)
             ax.set_title(f"{curve_kind.capitalize()} calibration curve\n{label}, n={n}")
             save(fig, f"calibration_{curve_kind}.png")
         fig, ax = plt.subplots(figsize=(6, 4))
@@ -1267,9 +1270,10 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
         if recal is not None and recal["_before"] is not None:
             fig, ax = plt.subplots(figsize=(5, 5))
             what = "LOO-PIT" if recal["pit"].startswith("LOO") else "PIT"
-            curves = {f"before ({what})": reg.calibration_curve(recal["_before"]),
-                      f"after {recal['method']}": reg.calibration_curve(recal["_after"])}
-            plot.calibration_curve(curves, ax=ax, kind="quantile")
+            curves = {f"before ({what})": np.asarray(recal["_before"]),
+                      f"after {recal['method']}": np.asarray(recal["_after"])}
+            plot.calibration_curve(curves, ax=ax, kind="quantile",
+                                   key=jax.random.fold_in(key, 20), num_levels=num_levels)
             ax.set_title(f"Quantile calibration before/after {recal['method']}\n"
                          f"held-out part, n={recal['n_held_out']}")
             save(fig, "recalibration.png")
