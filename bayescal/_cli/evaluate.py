@@ -901,7 +901,7 @@ def _recalibrate_classifier(method, result, cal, test, entry, bins):
             "MCE": float(clf.expected_calibration_error(y[test], q, bins=bins,
                                                         norm="max")),
             "Brier": float(clf.brier_score(y[test], q)),
-            "log-loss": ll if math.isfinite(ll) else "inf",
+            "log-loss": ll if math.isfinite(ll) else "inf (a probability of 0 or 1 was wrong)",
         }
 
     entry["before"], entry["after"] = summary(before), summary(after)
@@ -913,8 +913,8 @@ def _recalibrate_classifier(method, result, cal, test, entry, bins):
         if sparse:
             caveats.append(
                 f"caveat: {what} recalibration, {sparse} of {int(np.count_nonzero(w))} "
-                f"non-empty held-out bins have fewer than {SPARSE_BIN} cases: MCE is "
-                "dominated by them")
+                f"non-empty held-out bins have fewer than {SPARSE_BIN} cases: MCE can "
+                "be dominated by them")
     entry["caveats"] = caveats
     entry.update(_calibrators={"recalibrator.npz": r}, _before=before, _after=after,
                  _y_held_out=y[test],
@@ -1285,7 +1285,8 @@ def _write_plots(kind: str, result: dict[str, Any], folder: pathlib.Path) -> lis
         if recal is not None:
             from bayescal import classification as clf
 
-            fig, axes = plt.subplots(1, 2, figsize=(10, 6))
+            # side by side, with room for each diagram's legend (outside, on its right)
+            fig, axes = plt.subplots(1, 2, figsize=(14, 6), gridspec_kw={"wspace": 0.9})
             y = recal["_y_held_out"]
             for ax, (what, q) in zip(axes, (("before", recal["_before"]),
                                             ("after", recal["_after"])), strict=True):

@@ -102,8 +102,8 @@ def _html_table(t: Table) -> str:
     rows = []
     for row in t.rows:
         tds = []
-        for v in row:
-            cls = ' class="num"' if isinstance(v, int | float) and not isinstance(v, bool) else ""
+        for i, v in enumerate(row):
+            cls = ' class="num"' if i else ""  # the first column names the row
             tds.append(f"<td{cls}>{html.escape(cell(v, t.digits))}</td>")
         rows.append("<tr>" + "".join(tds) + "</tr>")
     caption = f"<caption>{html.escape(t.caption)}</caption>" if t.caption else ""
