@@ -1069,8 +1069,9 @@ def run_evaluate(
             "seed": seed,
             "method": ((f"bayescal.regression.pit_null_test of the eight metrics "
                         f"(N <= {EXACT_AREA_TEST_MAX})" if n <= EXACT_AREA_TEST_MAX else
-                        "bayescal.regression.calibration_error_test (MACE l1, RMSCE l2, "
-                        "max gap max) and miscalibration_area_test on the level grid")
+                        "the null of bayescal.regression.calibration_error_test and "
+                        "miscalibration_area_test on the level grid (multinomial counts), "
+                        "simulated in NumPy")
                        if kind == "regression" else
                        "ECE, MCE: consistency resampling (Bernoulli(p) labels); Brier: "
                        "Spiegelhalter's z-test"),
