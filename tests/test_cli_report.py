@@ -94,6 +94,10 @@ def test_coverage_counts_equal_the_normal_central_intervals(tmp_path, capsys):
         assert c["flag"] == "low"
     assert re.search(r"^50% +\d+/150 +0\.\d{4} +\[0\.\d{3}, 0\.\d{3}\] +too few covered",
                      out, re.M)
+    # --no-plots: the HTML report holds the tables, and no figure
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert page.count("<table>") == 2 and "<img" not in page
+    assert "too few covered" in page
 
 
 # ---------------------------------------------------------------- p-values
