@@ -262,6 +262,9 @@ def calibration_curve(
         ``curve._replace(lower=band.lower, upper=band.upper)`` with
         :func:`bayescal.regression.pit_ecdf_band`. Or a 1-D array of PIT values in
         [0, 1]. A mapping ``label -> curve or PIT values`` draws several models.
+    *args
+        Not accepted: further positional arguments raise a ``TypeError`` that names
+        the call to make.
     ax : matplotlib Axes, optional
     labels : sequence of str, optional
         Legend labels (default: the mapping's keys, or "model 1", "model 2", ...).
@@ -524,6 +527,9 @@ def reliability_diagram(
         ``y_prob``: the binary labels, shape [N].
     y_prob : array_like, shape [N], optional
         Predicted probabilities of class 1 (then ``curve`` holds the labels).
+    *args
+        Not accepted: further positional arguments raise a ``TypeError`` that names
+        the call to make.
     bins, strategy
         For labels and probabilities: passed to ``reliability_curve`` (``bins``
         default: its default).
@@ -810,6 +816,9 @@ def pit_ecdf(
     Parameters
     ----------
     pit : array_like, shape [N]
+    *args
+        Not accepted: further positional arguments raise a ``TypeError`` that names
+        the call to make.
     ax : matplotlib Axes, optional
     key : PRNG key or int seed, optional
         Randomness of the band simulation. The band is drawn when a key is given (or a
@@ -954,6 +963,9 @@ def pit_histogram(
     Parameters
     ----------
     pit : array_like, shape [N]
+    *args
+        Not accepted: further positional arguments raise a ``TypeError`` that names
+        the call to make.
     bins : int or array_like of edges in [0, 1], default 10
     ax : matplotlib Axes, optional
     level : float in (0, 1), default 0.95
