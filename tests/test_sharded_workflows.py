@@ -4,11 +4,13 @@ Suite ``workflows`` of ``tests/_sharded_inputs.py``, compared as the other suite
 the same calls in this one-device process (integers exactly, floats to 1e-6 of their
 array's largest magnitude):
 
-- ``bayescal.numpyro`` (``pit``, ``rao_blackwell_pit``, ``predictive_moments``,
-  ``predictive_probs``, ``loo_pit``): predictive draws, ``y_true`` and the model's
-  inputs sharded over the observation axis (``*_obs``), or the posterior samples /
-  predictive draws sharded over the draws axis (``*_draws``); eagerly and under
-  ``jit`` (``loo_pit``, whose PSIS runs in ArviZ on the host, eagerly).
+- ``bayescal.numpyro`` (``pit``, plain and randomized; ``rao_blackwell_pit``, of a
+  Normal and, with a key, a Poisson site; ``predictive_moments``,
+  ``predictive_probs``, ``loo_pit``, Rao-Blackwellized and counting): predictive
+  draws, ``y_true`` and the model's inputs sharded over the observation axis
+  (``*_obs``), or the posterior samples / predictive draws sharded over the draws
+  axis (``*_draws``); eagerly and under ``jit`` (``loo_pit``, whose PSIS runs in
+  ArviZ on the host, eagerly).
 - ``bayescal.arviz`` (``pit``, randomized ``pit``, ``loo_pit``): ArviZ holds numpy
   arrays, so nothing is sharded; they run in the 8-device process (default placement).
 - ``classification.cross_calibrate`` (isotonic per fold; Platt pooled) on sharded
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sharded_inputs as S  # noqa: E402
 
 SUITE = "workflows"
-TIMEOUT = 200  # seconds for one subprocess (all cases: ~35 s cold)
+TIMEOUT = 200  # seconds for one subprocess (all cases: ~30-40 s cold)
 BUDGET = 300  # seconds for all subprocesses (each abort costs ~45 s)
 
 
