@@ -1,16 +1,26 @@
 """Public functions on inputs sharded over 8 simulated CPU devices: cases and harness.
 
 Used by ``tests/test_sharded_inputs.py`` (suite ``pav``: the PAV-based functions of
-issue 22, item 4) and ``tests/test_sharded_public.py`` (suite ``public``: every other
-public function of both branches and ``core``, issue 19, item 1).
+issue 22, item 4), ``tests/test_sharded_public.py`` (suite ``public``: every other
+public function of both branches and ``core``, and their non-default options, issue
+19, item 1) and ``tests/test_sharded_workflows.py`` (suite ``workflows``: the NumPyro
+and ArviZ adapters, ``cross_calibrate``, the accumulators, ``pit_ecdf_band`` and
+calibrators saved after a sharded fit).
+
+A case is ``(function, inputs)`` or ``(function, inputs, axes)``: ``axes`` names, per
+input, the axis sharded over the mesh (``None``: the input is passed as it is; a dict
+input, e.g. posterior samples, has that axis of every array sharded). The function
+may be ``{"eager": f, "jit": g}`` when its ``jit`` form is not ``jax.jit(f)`` (a fit
+under ``jit`` whose result is then saved); :data:`EAGER_ONLY` cases have no ``jit``
+run; :data:`SAVED` cases write a calibrator that the tests load and apply.
 
 ``--xla_force_host_platform_device_count=8`` must be set before JAX initialises, so
 the sharded calls run in a subprocess: this file run as a script,
 ``python _sharded_inputs.py OUT_DIR SUITE [name:mode ...]``. For every run (a case and
 a mode, ``eager`` or ``jit``) the case's function gets its inputs sharded along the
-observation axis, one more JAX operation is applied to every array of the result (a
-result laid out as ``{maximal device=0}`` raised ``TypeError: Cannot convert
-GSPMDSharding ... into SdyArray`` there), and the leaves are saved to
+observation axis (or its ``axes``), one more JAX operation is applied to every JAX
+array of the result (a result laid out as ``{maximal device=0}`` raised ``TypeError:
+Cannot convert GSPMDSharding ... into SdyArray`` there), and the leaves are saved to
 ``OUT_DIR/<case>-<mode>.npz`` (the message of a case that must raise, to
 ``<case>-<mode>.txt``). A line ``start <case> <mode>`` precedes each run, so an abort
 names its run; :func:`run_suite` starts a fresh subprocess for the runs after one
