@@ -1,16 +1,26 @@
 """Public functions on inputs sharded over 8 simulated CPU devices: cases and harness.
 
 Used by ``tests/test_sharded_inputs.py`` (suite ``pav``: the PAV-based functions of
-issue 22, item 4) and ``tests/test_sharded_public.py`` (suite ``public``: every other
-public function of both branches and ``core``, issue 19, item 1).
+issue 22, item 4), ``tests/test_sharded_public.py`` (suite ``public``: every other
+public function of both branches and ``core``, and their non-default options, issue
+19, item 1) and ``tests/test_sharded_workflows.py`` (suite ``workflows``: the NumPyro
+and ArviZ adapters, ``cross_calibrate``, the accumulators, ``pit_ecdf_band`` and
+calibrators saved after a sharded fit).
+
+A case is ``(function, inputs)`` or ``(function, inputs, axes)``: ``axes`` names, per
+input, the axis sharded over the mesh (``None``: the input is passed as it is; a dict
+input, e.g. posterior samples, has that axis of every array sharded). The function
+may be ``{"eager": f, "jit": g}`` when its ``jit`` form is not ``jax.jit(f)`` (a fit
+under ``jit`` whose result is then saved); :data:`EAGER_ONLY` cases have no ``jit``
+run; :data:`SAVED` cases write a calibrator that the tests load and apply.
 
 ``--xla_force_host_platform_device_count=8`` must be set before JAX initialises, so
 the sharded calls run in a subprocess: this file run as a script,
 ``python _sharded_inputs.py OUT_DIR SUITE [name:mode ...]``. For every run (a case and
 a mode, ``eager`` or ``jit``) the case's function gets its inputs sharded along the
-observation axis, one more JAX operation is applied to every array of the result (a
-result laid out as ``{maximal device=0}`` raised ``TypeError: Cannot convert
-GSPMDSharding ... into SdyArray`` there), and the leaves are saved to
+observation axis (or its ``axes``), one more JAX operation is applied to every JAX
+array of the result (a result laid out as ``{maximal device=0}`` raised ``TypeError:
+Cannot convert GSPMDSharding ... into SdyArray`` there), and the leaves are saved to
 ``OUT_DIR/<case>-<mode>.npz`` (the message of a case that must raise, to
 ``<case>-<mode>.txt``). A line ``start <case> <mode>`` precedes each run, so an abort
 names its run; :func:`run_suite` starts a fresh subprocess for the runs after one
@@ -38,6 +48,7 @@ MODES = ("eager", "jit")
 # already at N = 2,000.
 N = 32_768
 SAMPLES = 20  # resamples of the bootstrap-style functions
+EDGES = np.array([0.0, 0.1, 0.3, 0.5, 0.8, 0.95, 1.0], np.float32)  # explicit bin edges
 
 
 # --------------------------------------------------------------------------- data
@@ -128,6 +139,10 @@ TOLERANCE = {
     "fit_beta": 1e-5,
     "fit_one_vs_rest_beta": 2e-5,
     "fit_one_vs_rest_platt": 1e-5,
+    # Weighted per-bin means of ~0.5 differ by an ulp (3e-8) between the shardings'
+    # summation orders; the max-norm ECE, one gap of ~1e-2 between two such means,
+    # inherits it: 2.7e-6 of itself (docs/scale-out.md, "Accuracy at any N")
+    "expected_calibration_error_max_edges_weighted": 1e-5,
 }
 
 
@@ -366,6 +381,89 @@ def public_cases():
             ),
             reg("lower", "upper"),
         ),
+        # non-default options of the functions above (issue 19, item 1): each at least once
+        "reliability_curve_edges": lambda: (
+            lambda y, p: C.reliability_curve(y, p, bins=EDGES),
+            yp(),
+        ),
+        "expected_calibration_error_l2_quantile": lambda: (
+            lambda y, p: C.expected_calibration_error(y, p, norm="l2", strategy="quantile"),
+            yp(),
+        ),
+        "expected_calibration_error_max_edges_weighted": lambda: (
+            lambda y, p, w: C.expected_calibration_error(
+                y, p, bins=EDGES, norm="max", weights=w
+            ),
+            (*yp(), r()["scale"]),
+        ),
+        "expected_calibration_error_debiased_l2": lambda: (
+            lambda y, p: C.expected_calibration_error(y, p, debias=True, norm="l2"),
+            yp(),
+        ),
+        "expected_calibration_error_debiased_normal": lambda: (
+            lambda y, p: C.expected_calibration_error(
+                y, p, debias=True, method="normal", key=key, num_samples=S
+            ),
+            yp(),
+        ),
+        "top_label_calibration_error_l2_quantile": lambda: (
+            lambda y, q: C.top_label_calibration_error(y, q, norm="l2", strategy="quantile"),
+            mc(),
+        ),
+        "marginal_calibration_error_debiased_l2": lambda: (
+            lambda y, q: C.marginal_calibration_error(y, q, debias=True, norm="l2"),
+            mc(),
+        ),
+        "bootstrap_reliability_curve_bayesian": lambda: (
+            lambda y, p: C.bootstrap_reliability_curve(
+                key, y, p, num_samples=S, method="bayesian", strategy="quantile"
+            ),
+            yp(),
+        ),
+        "brier_score_weighted_none": lambda: (
+            lambda y, p, w: C.brier_score(y, p, weights=w, reduction="none"),
+            (*yp(), r()["scale"]),
+        ),
+        "log_loss_weighted_sum": lambda: (
+            lambda y, p, w: C.log_loss(y, p, weights=w, reduction="sum"),
+            (*yp(), r()["scale"]),
+        ),
+        "fit_histogram_binning_quantile": lambda: (
+            lambda y, p: C.fit_histogram_binning(y, p, bins=20, strategy="quantile"),
+            yp(),
+        ),
+        "calibration_curve_interval": lambda: (
+            lambda u: R.calibration_curve(u, num_levels=20, kind="interval"),
+            reg("pit"),
+        ),
+        "calibration_error_l2_interval": lambda: (
+            lambda u: R.calibration_error(u, norm="l2", kind="interval"),
+            reg("pit"),
+        ),
+        "bootstrap_calibration_curve_bayesian_interval": lambda: (
+            lambda u: R.bootstrap_calibration_curve(
+                key, u, num_samples=S, method="bayesian", kind="interval"
+            ),
+            reg("pit"),
+        ),
+        "crps_normal_weighted_none": lambda: (
+            lambda y, m, s, w: R.crps_normal(y, m, s, weights=w, reduction="none"),
+            reg("y", "loc", "scale", "scale"),
+        ),
+        "crps_draws_weighted": lambda: (
+            lambda y, d, w: R.crps_draws(y, d.T, weights=w),
+            reg("y", "draws", "scale"),
+        ),
+        "pinball_loss_none": lambda: (
+            lambda y, q: R.pinball_loss(y, q.T, levels, reduction="none"),
+            reg("y", "quantiles"),
+        ),
+        "interval_score_weighted_sum": lambda: (
+            lambda y, lo, hi, w: R.interval_score(
+                y, lo, hi, alpha=0.1, weights=w, reduction="sum"
+            ),
+            reg("y", "lower", "upper", "scale"),
+        ),
         # core
         "curve_error": lambda: (lambda u: core.curve_error(R.calibration_curve(u)), reg("pit")),
         "curve_area": lambda: (lambda u: core.curve_area(R.calibration_curve(u)), reg("pit")),
@@ -386,7 +484,314 @@ def public_cases():
     }
 
 
-SUITES = {"pav": pav_cases, "public": public_cases}
+# The adapters and the stateful / host-side workflows (suite ``workflows``).
+NA = 8_192  # observations
+SA = 40  # posterior (and predictive) draws: a multiple of 8, sharded over the draws too
+
+
+def _normal_model(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    m = numpyro.sample("m", dist.Normal(0.0, 1.0))
+    s = numpyro.sample("s", dist.LogNormal(0.0, 0.3))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("obs", dist.Normal(m + x, s), obs=y)
+
+
+def _logistic_model(x, y=None):
+    import numpyro
+    import numpyro.distributions as dist
+
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("obs", dist.Bernoulli(logits=a + b * x), obs=y)
+
+
+def _poisson_model(x, y=None):
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("obs", dist.Poisson(jnp.exp(a + b * x)), obs=y)
+
+
+@functools.cache
+def _posterior(n: int = NA, seed: int = 5):
+    """Draws of a normal and a logistic model's latents, and data for them (numpy)."""
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    x = rng.normal(size=n).astype(f32)
+    normal = {"m": rng.normal(0.0, 0.1, SA).astype(f32), "s": rng.uniform(0.8, 1.2, SA).astype(f32)}
+    loc = normal["m"][:, None] + x
+    out = dict(
+        x=x,
+        y=(x + rng.normal(size=n)).astype(f32),
+        normal=normal,
+        logistic={"a": rng.normal(0.0, 0.1, SA).astype(f32), "b": rng.normal(1.0, 0.1, SA).astype(f32)},
+        draws=(loc + normal["s"][:, None] * rng.normal(size=(SA, n))).astype(f32),  # [S, N]
+    )
+    out["loglik"] = norm.logpdf(out["y"], loc, normal["s"][:, None]).astype(f32)
+    rate = np.exp(out["logistic"]["a"][:, None] + out["logistic"]["b"][:, None] * x)
+    out["counts"] = rng.poisson(np.exp(x)).astype(f32)
+    out["count_draws"] = rng.poisson(rate).astype(f32)  # [S, N]
+    return out
+
+
+def _quiet(fn):
+    """``fn`` without its warnings (PSIS-LOO's Pareto k warning with only SA draws)."""
+
+    def run(*args):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args)
+
+    return run
+
+
+def _arviz(y, draws, loglik=None):
+    """ArviZ data (InferenceData on arviz 0.x, DataTree on 1.x): 4 chains of SA / 4 draws."""
+    import _arviz_compat as azc
+
+    chains = lambda a: a.reshape(4, SA // 4, -1)  # noqa: E731
+    groups = {"posterior_predictive": {"y": chains(draws)}, "observed_data": {"y": y}}
+    if loglik is not None:
+        groups["log_likelihood"] = {"y": chains(loglik)}
+    return azc.from_dict(groups)
+
+
+#: Cases not run under ``jit``: their functions take non-array arguments (ArviZ data,
+#: a Python training callback) or give numpy results (PSIS runs in ArviZ, on the host).
+EAGER_ONLY = {
+    "arviz_pit",
+    "arviz_pit_key",
+    "arviz_loo_pit",
+    "numpyro_loo_pit_obs",
+    "numpyro_loo_pit_draws",
+    "numpyro_loo_pit_counting_obs",
+    "numpyro_loo_pit_counting_draws",
+    "cross_calibrate_isotonic",
+    "cross_calibrate_platt_pooled",
+}
+#: Cases whose results must equal the one-device ones bit for bit (rtol 0).
+EXACT = {"pit_ecdf_band", "pit_ecdf_band_batched"}
+#: Cases that save their calibrator (fitted on sharded data) to :func:`saved_path`:
+#: ``{name: predict(calibrator, *inputs)}``, the prediction compared with the one of
+#: the unsharded fit after loading the file in the tests' one-device process.
+SAVED = {}
+SAVE_DIR: str | None = None  # set in the 8-device process
+
+
+def workflow_cases():
+    """The adapters, ``cross_calibrate``, the accumulators, the band, save / load."""
+    import jax
+
+    from bayescal import arviz as A
+    from bayescal import classification as C
+    from bayescal import numpyro as NP
+    from bayescal import regression as R
+
+    key = jax.random.key(0)
+    po = _posterior
+    yp = lambda: _binary(N)  # noqa: E731
+    r = _regression
+    levels = r()["levels"]
+
+    def numpyro_pair(name, fn, data, obs_axes, draws_axes):
+        """The case sharded over the observation axis and, separately, the draws."""
+        return {
+            f"{name}_obs": lambda: (fn, data(), obs_axes),
+            f"{name}_draws": lambda: (fn, data(), draws_axes),
+        }
+
+    def saved(name, fit, predict, data):
+        """``fit`` on the sharded data (eagerly / under jit), its prediction; the fit
+        saved with ``save_calibrator``."""
+        SAVED[name] = predict
+
+        def run(mode):
+            def go(*inputs):
+                cal = jax.jit(fit)(*inputs) if mode == "jit" else fit(*inputs)
+                path = saved_path(name, mode)
+                if path is not None:
+                    C.save_calibrator(cal, path)
+                pred = jax.jit(predict) if mode == "jit" else predict
+                return pred(cal, *inputs)
+
+            return go
+
+        return {name: lambda: ({m: run(m) for m in MODES}, data())}
+
+    def logits():
+        labels, probs = _multiclass(N)
+        return labels, np.log(probs)
+
+    def cross(method, **kw):
+        def fit_predict(X_train, y_train, X_eval):  # a one-feature least-squares score
+            w = jax.numpy.mean(X_train[:, 0] * (2.0 * y_train - 1.0))
+            return jax.nn.sigmoid(0.5 * w * X_eval[:, 0])  # no probability at 0 or 1 (Platt)
+
+        def run(X, y):
+            res = C.cross_calibrate(key, fit_predict, X, y, method=method, **kw)
+            return res.fold, res.oof_scores, res.predict_proba(X)
+
+        def data():
+            y, p = yp()
+            return np.log(p / (1 - p))[:, None], y
+
+        return lambda: (run, data())
+
+    def accumulate(acc, *data):
+        """Two halves updated separately (each sharded), merged, finalized."""
+        h = N // 2
+        a = acc.update(acc.init(), *[d[:h] for d in data])
+        b = acc.update(acc.init(), *[d[h:] for d in data])
+        return acc.finalize(acc.merge(a, b))
+
+    cases = {
+        # bayescal.numpyro: draws [S, N], the observation axis 1
+        **numpyro_pair(
+            "numpyro_pit",
+            lambda y, d: NP.pit(y, {"obs": d}),
+            lambda: (po()["y"], po()["draws"]),
+            (0, 1),
+            (None, 0),
+        ),
+        **numpyro_pair(
+            "numpyro_rao_blackwell_pit",
+            lambda smp, y, x: NP.rao_blackwell_pit(_normal_model, smp, y, x),
+            lambda: (po()["normal"], po()["y"], po()["x"]),
+            (None, 0, 0),
+            (0, None, None),
+        ),
+        **numpyro_pair(  # discrete: the randomized PIT
+            "numpyro_pit_key",
+            lambda y, d: NP.pit(y, {"obs": d}, key=key),
+            lambda: (po()["counts"], po()["count_draws"]),
+            (0, 1),
+            (None, 0),
+        ),
+        # (over the observations only: the Poisson CDF is slow to compile, and the
+        # draws axis is covered by numpyro_rao_blackwell_pit_draws)
+        "numpyro_rao_blackwell_pit_key_obs": lambda: (
+            lambda smp, y, x: NP.rao_blackwell_pit(_poisson_model, smp, y, x, key=key),
+            (po()["logistic"], po()["counts"], po()["x"]),
+            (None, 0, 0),
+        ),
+        **numpyro_pair(  # the counting form, from predictive draws
+            "numpyro_loo_pit_counting",
+            _quiet(
+                lambda smp, y, x, d: NP.loo_pit(
+                    _normal_model, smp, y, x, rao_blackwell=False, predictive={"obs": d}
+                )
+            ),
+            lambda: (po()["normal"], po()["y"], po()["x"], po()["draws"]),
+            (None, 0, 0, 1),
+            (0, None, None, 0),
+        ),
+        **numpyro_pair(
+            "numpyro_predictive_moments",
+            lambda smp, x: tuple(NP.predictive_moments(_normal_model, smp, x)),
+            lambda: (po()["normal"], po()["x"]),
+            (None, 0),
+            (0, None),
+        ),
+        **numpyro_pair(
+            "numpyro_predictive_probs",
+            lambda smp, x: NP.predictive_probs(_logistic_model, smp, x),
+            lambda: (po()["logistic"], po()["x"]),
+            (None, 0),
+            (0, None),
+        ),
+        **numpyro_pair(
+            "numpyro_loo_pit",
+            _quiet(lambda smp, y, x: NP.loo_pit(_normal_model, smp, y, x)),
+            lambda: (po()["normal"], po()["y"], po()["x"]),
+            (None, 0, 0),
+            (0, None, None),
+        ),
+        # bayescal.arviz: numpy data; the functions' own arrays on the default device
+        "arviz_pit": lambda: (
+            lambda y, d: A.pit(_arviz(y, d), flat=True),
+            (po()["y"], po()["draws"]),
+            (None, None),
+        ),
+        "arviz_pit_key": lambda: (
+            lambda y, d: A.pit(_arviz(np.round(y), np.round(d)), key=key, flat=True),
+            (po()["y"], po()["draws"]),
+            (None, None),
+        ),
+        "arviz_loo_pit": lambda: (
+            _quiet(lambda y, d, ll: tuple(A.loo_pit(_arviz(y, d, ll), flat=True))),
+            (po()["y"], po()["draws"], po()["loglik"]),
+            (None, None, None),
+        ),
+        # classification.cross_calibrate: sharded features and labels
+        "cross_calibrate_isotonic": cross("isotonic"),
+        "cross_calibrate_platt_pooled": cross("platt", ensemble="pooled"),
+        # the streaming accumulators: sharded halves, updated, merged
+        "reliability_accumulator": lambda: (
+            lambda y, p: accumulate(C.reliability_accumulator(), y, p),
+            yp(),
+        ),
+        "reliability_accumulator_weighted": lambda: (
+            lambda y, p, w: accumulate(C.reliability_accumulator(10, weighted=True), y, p, w),
+            (*yp(), r()["scale"]),
+        ),
+        "calibration_accumulator": lambda: (
+            lambda u: accumulate(R.calibration_accumulator(), u),
+            (r()["pit"],),
+        ),
+        "calibration_accumulator_interval": lambda: (
+            lambda u: accumulate(R.calibration_accumulator(20, kind="interval"), u),
+            (r()["pit"],),
+        ),
+        # the band: no array input; run in the 8-device process
+        "pit_ecdf_band": lambda: (lambda: R.pit_ecdf_band(key, 1000, num_samples=200), ()),
+        "pit_ecdf_band_batched": lambda: (
+            lambda: R.pit_ecdf_band(key, 5000, num_points=50, num_samples=100, batch_size=32),
+            (),
+        ),
+    }
+    cal = lambda c, *inputs: c(inputs[-1])  # noqa: E731
+    for args in [
+        ("save_platt", C.fit_platt, cal, yp),
+        ("save_isotonic", C.fit_isotonic, cal, yp),
+        ("save_histogram", C.fit_histogram_binning, cal, yp),
+        ("save_temperature", C.fit_temperature, cal, logits),
+        (
+            "save_one_vs_rest_histogram",
+            lambda y, q: C.fit_one_vs_rest(y, q, method="histogram"),
+            cal,
+            lambda: _multiclass(N),
+        ),
+        ("save_isotonic_recalibrator", R.fit_isotonic_recalibrator, cal, lambda: (r()["pit"],)),
+        (
+            "save_sigma_scaling",
+            R.fit_sigma_scaling,
+            lambda c, y, m, s: R.recalibrated_quantiles(c, levels, loc=m, scale=s),
+            lambda: tuple(r()[k] for k in ("y", "loc", "scale")),
+        ),
+        (
+            "save_conformal",
+            R.fit_conformal,
+            lambda c, y, m, s: c(m, s),
+            lambda: tuple(r()[k] for k in ("y", "loc", "scale")),
+        ),
+    ]:
+        cases.update(saved(*args))
+    return cases
+
+
+SUITES = {"pav": pav_cases, "public": public_cases, "workflows": workflow_cases}
 
 
 @functools.cache
@@ -399,10 +804,44 @@ def names(suite: str) -> list[str]:
     return list(SUITES[suite]())
 
 
+def run_names(suite: str) -> list[tuple[str, str]]:
+    """Every ``(case, mode)`` of ``suite``: both modes but for :data:`EAGER_ONLY` cases."""
+    return [
+        (name, mode)
+        for name in names(suite)
+        for mode in MODES
+        if mode == "eager" or name not in EAGER_ONLY
+    ]
+
+
+def split_case(made):
+    """``(function, inputs, axes)`` of a built case: the axis of every input sharded
+    over the mesh (``None``: passed as it is), the first (observation) axis unless the
+    case gives its own third element."""
+    fn, inputs, *axes = made
+    return fn, inputs, (tuple(axes[0]) if axes else (0,) * len(inputs))
+
+
+def saved_path(name: str, mode: str) -> str | None:
+    """Where a :data:`SAVED` case writes its calibrator in the 8-device process (None in
+    the tests' own process: nothing is saved there)."""
+    return None if SAVE_DIR is None else os.path.join(SAVE_DIR, f"{name}-{mode}.npz.cal")
+
+
 #: Cases that draw multinomial cell counts (absent from jax 0.4.x's jax.random).
 MULTINOMIAL = {"bootstrap_calibration_curve", "bootstrap_calibration_error", "calibration_error_test"}
-#: Cases whose random counts are drawn on the host on one device, in XLA on a mesh.
-HOST_DRAWS = MULTINOMIAL | {"adversarial_group_calibration"}
+#: Cases whose random counts are drawn on the host on one device, in XLA on a mesh
+#: (``bands.cell_draws``: multinomial, Gamma (Bayesian bootstraps), hypergeometric and
+#: resample counts; the binomial draws of ``pit_ecdf_band``).
+HOST_DRAWS = MULTINOMIAL | {
+    "adversarial_group_calibration",
+    "bootstrap_reliability_curve",
+    "bootstrap_reliability_curve_bayesian",
+    "bootstrap_calibration_curve_bayesian_interval",
+    "smooth_reliability_band",
+    "pit_ecdf_band",
+    "pit_ecdf_band_batched",
+}
 
 
 def jax_random():
@@ -438,19 +877,32 @@ def _main(out_dir: str, suite: str, runs: list[str]) -> None:
     assert jax.device_count() == 8, jax.device_count()
     mesh = Mesh(np.array(jax.devices()), ("d",))
 
-    def put(a):  # the observation axis (the first) over the mesh
-        return jax.device_put(a, NamedSharding(mesh, P("d", *([None] * (a.ndim - 1)))))
+    def put(a, axis):  # axis ``axis`` of every array of ``a`` over the mesh
+        if axis is None:
+            return a
 
-    todo = [r.split(":") for r in runs] or [(n, m) for n in names(suite) for m in MODES]
+        def one(x):
+            spec = [None] * x.ndim
+            spec[axis] = "d"
+            return jax.device_put(x, NamedSharding(mesh, P(*spec)))
+
+        return jax.tree_util.tree_map(one, a)
+
+    global SAVE_DIR
+    SAVE_DIR = out_dir
+    todo = [r.split(":") for r in runs] or list(run_names(suite))
     for name, mode in todo:
         print("start", name, mode, flush=True)
         t = time.perf_counter()
-        fn, inputs = case(suite, name)
-        run = jax.jit(fn) if mode == "jit" else fn
+        fn, inputs, axes = split_case(case(suite, name))
+        run = fn[mode] if isinstance(fn, dict) else jax.jit(fn) if mode == "jit" else fn
         try:
-            out = run(*[put(a) for a in inputs])
-            # one more JAX operation on every array of the result
-            out = jax.tree_util.tree_map(lambda a: jnp.asarray(a) + jnp.zeros((), a.dtype), out)
+            out = run(*[put(a, axis) for a, axis in zip(inputs, axes, strict=True)])
+            # one more JAX operation on every JAX array of the result (numpy results,
+            # e.g. from ArviZ's PSIS, are left as they are: their dtype is the result's)
+            out = jax.tree_util.tree_map(
+                lambda a: a + jnp.zeros((), a.dtype) if isinstance(a, jax.Array) else a, out
+            )
         except Exception as err:  # the test decides: expected (RAISES) or a failure
             with open(os.path.join(out_dir, f"{name}-{mode}.txt"), "w") as f:
                 f.write(f"{type(err).__name__}: {err}")
@@ -492,7 +944,7 @@ def run_suite(out_dir, suite: str, timeout: float, budget: float):
     after it get a fresh one, so every case is tried on its own account, within
     ``budget`` seconds in all.
     """
-    pending = [f"{name}:{mode}" for name in names(suite) for mode in MODES]
+    pending = [f"{name}:{mode}" for name, mode in run_names(suite)]
     logs = {}
     deadline = time.monotonic() + budget
     while pending and time.monotonic() < deadline:
@@ -534,7 +986,8 @@ def check_run(out_dir, logs, suite: str, name: str, mode: str) -> None:
     assert not error.exists(), f"{name} ({mode}) raised on the 8-device mesh: {error.read_text()}"
     path = Path(out_dir) / f"{name}-{mode}.npz"
     assert path.exists(), missing
-    fn, inputs = case(suite, name)
+    fn, inputs, _ = split_case(case(suite, name))
+    fn = fn["eager"] if isinstance(fn, dict) else fn
     if name in HOST_DRAWS:
         # On one device these draw their random counts on the host (NumPy), on a mesh
         # with jax.random: the reference draws as the mesh does.
@@ -551,7 +1004,16 @@ def check_run(out_dir, logs, suite: str, name: str, mode: str) -> None:
     with np.load(path) as got:
         got = [got[f"arr_{i}"] for i in range(len(got.files))]
     assert len(got) == len(ref), (len(got), len(ref))
-    rtol = TOLERANCE.get(name, 1e-6)
+    if name in SAVED:
+        # the calibrator saved in the 8-device process, loaded here (one device),
+        # predicts what the unsharded fit predicts (the reference: the prediction)
+        from bayescal.classification import load_calibrator
+
+        saved = Path(out_dir) / f"{name}-{mode}.npz.cal"
+        assert saved.exists(), f"{name} ({mode}): nothing saved at {saved}"
+        got += leaves(SAVED[name](load_calibrator(saved), *inputs))
+        ref += ref
+    rtol = 0.0 if name in EXACT else TOLERANCE.get(name, 1e-6)
     for i, (a, b) in enumerate(zip(ref, got, strict=True)):
         assert a.shape == b.shape and a.dtype == b.dtype, (i, a.shape, b.shape, a.dtype, b.dtype)
         if not np.issubdtype(a.dtype, np.inexact):

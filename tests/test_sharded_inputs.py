@@ -35,7 +35,6 @@ def sharded_run(tmp_path_factory):
     return out_dir, S.run_suite(out_dir, SUITE, TIMEOUT, BUDGET)
 
 
-@pytest.mark.parametrize("mode", S.MODES)
-@pytest.mark.parametrize("name", S.names(SUITE))
+@pytest.mark.parametrize(("name", "mode"), S.run_names(SUITE))
 def test_sharded_input_equals_unsharded(sharded_run, name, mode):
     S.check_run(*sharded_run, SUITE, name, mode)

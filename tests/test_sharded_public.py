@@ -6,10 +6,16 @@ observation axis sharded over 8 simulated CPU devices (N = 32,768, the size at w
 host callbacks and collectives inside loops aborted the process), equal the unsharded
 result in this one-device process: integers exactly, floats to 1e-6 of their array's
 largest magnitude (``_sharded_inputs.TOLERANCE`` lists the exceptions, with reasons).
+The non-default options run as cases of their own (each at least once, not the
+cross product): explicit bin edges, ``strategy="quantile"``, ``norm="l2"`` and
+``"max"``, ``debias=True``, ``kind="interval"``, ``method="bayesian"`` bootstraps,
+``weights=`` and ``reduction="none"`` / ``"sum"``.
 Found this way: ``smooth_reliability_band`` under ``jit`` aborted (an all-reduce
 rendezvous timeout inside its resampling loop); it now resamples the gathered data.
-The PAV-based functions are in ``tests/test_sharded_inputs.py``; the harness is
-``tests/_sharded_inputs.py`` (suite ``public``).
+The PAV-based functions are in ``tests/test_sharded_inputs.py``, the adapters, the
+accumulators, ``cross_calibrate``, ``pit_ecdf_band`` and saved calibrators in
+``tests/test_sharded_workflows.py``; the harness is ``tests/_sharded_inputs.py``
+(suite ``public``).
 """
 
 import sys
@@ -31,7 +37,6 @@ def sharded_run(tmp_path_factory):
     return out_dir, S.run_suite(out_dir, SUITE, TIMEOUT, BUDGET)
 
 
-@pytest.mark.parametrize("mode", S.MODES)
-@pytest.mark.parametrize("name", S.names(SUITE))
+@pytest.mark.parametrize(("name", "mode"), S.run_names(SUITE))
 def test_sharded_input_equals_unsharded(sharded_run, name, mode):
     S.check_run(*sharded_run, SUITE, name, mode)
