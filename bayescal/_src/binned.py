@@ -21,6 +21,7 @@ __all__ = [
     "quantile_edges",
     "sorted_quantile_edges",
     "device_sorted_quantile_edges",
+    "weighted_quantile_edges",
     "freedman_diaconis_edges",
     "bin_midpoints",
     "binned_means",
@@ -207,12 +208,62 @@ def device_sorted_quantile_edges(xs: jax.Array, n, num_bins: int) -> jax.Array:
         hi = jnp.broadcast_to(hi, batch + hi.shape[-1:])
         a = jnp.take_along_axis(xs, lo, axis=-1)
         b = jnp.take_along_axis(xs, hi, axis=-1)
+    return _lerp(a, b, gamma)
+
+
+def _lerp(a: jax.Array, b: jax.Array, gamma: jax.Array) -> jax.Array:
+    """numpy's ``_lerp`` with its two roundings kept under XLA, made nondecreasing."""
     diff = b - a
     keep = a == a
     low = a + jnp.where(keep, diff * gamma, 0)
     high = b - jnp.where(keep, diff * (1 - gamma), 0)
     edges = jnp.where(gamma >= 0.5, high, low)
     return jax.lax.cummax(edges, axis=edges.ndim - 1)
+
+
+def weighted_quantile_edges(x: jax.Array, weights: jax.Array, num_bins: int) -> jax.Array:
+    """:func:`quantile_edges` of the sample in which ``x_i`` is repeated ``w_i`` times.
+
+    The linear quantile of numpy on that sample, generalised to real weights: with
+    ``W = sum(w)`` the virtual index is ``(W - 1) q`` and the value at position ``j``
+    of the repeated sample is the first sorted ``x_i`` whose cumulative weight exceeds
+    ``j``; numpy's interpolation follows (:func:`device_sorted_quantile_edges`). For
+    integer weights (exact sums) the edges equal ``np.quantile(np.repeat(x, w), q)``
+    bit for bit; weight 0 leaves a value out (a bucket's padding included); unit
+    weights give :func:`quantile_edges`. ``x [N]`` and ``weights [N]`` (1-D; batches
+    through ``jax.vmap``), weights ``>= 0`` with a positive sum.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binned import weighted_quantile_edges
+    >>> x, w = jnp.array([0.25, 0.5, 0.75]), jnp.array([2.0, 0.0, 1.0])
+    >>> weighted_quantile_edges(x, w, 2).tolist()  # np.quantile([.25, .25, .75], q)
+    [0.25, 0.25, 0.75]
+    """
+    from bayescal._src.ties import argsort_last_axis
+
+    dtype = x.dtype
+    w = weights.astype(dtype)
+    order = argsort_last_axis(x)
+    xs = jnp.take(x, order)
+    cum = jnp.cumsum(jnp.take(w, order))
+    total = cum[-1]
+    q = jnp.asarray(_quantile_levels(num_bins, np.dtype(dtype)))
+    last = total - 1
+    virtual = jnp.where(total > 0, q * last, 0)  # the select: no FMA (see _lerp)
+    prev = jnp.floor(virtual)
+    above = virtual >= last
+    gamma = jnp.where(above, virtual + 1, virtual - prev)
+    prev = jnp.where(above, last, prev)
+    nxt = jnp.where(above, last, prev + 1)
+    size = x.shape[-1]
+
+    def at(j: jax.Array) -> jax.Array:  # the value at position j of the repeated sample
+        i = jnp.searchsorted(cum, j, side="right", method="compare_all")
+        return jnp.take(xs, jnp.clip(i, 0, size - 1))
+
+    return _lerp(at(prev), at(nxt), gamma)
 
 
 def freedman_diaconis_edges(

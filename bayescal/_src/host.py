@@ -627,8 +627,10 @@ def map_levels_inverse(calibrator: Any, levels: Any) -> Any:
     return map_levels(calibrator, levels, inverse=True)
 
 
-def fit_isotonic(y_true: Any, y_score: Any) -> Any:
+def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
     """:func:`bayescal.classification.fit_isotonic` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted PAV)
     from bayescal._src.isotonic import _pav_row
     from bayescal._src.ties import pool_ties
     from bayescal.classification._calibrators import IsotonicCalibrator
