@@ -64,6 +64,36 @@ CASES = {
     ),
     "isotonic_calibrator_call": (lambda p: _isotonic()(p), ("p",), {}),
     "fit_isotonic_recalibrator": (R.fit_isotonic_recalibrator, ("u",), {}),
+    # with observation weights (issue 20): bucketed as the unweighted fits
+    "fit_isotonic_weighted": (
+        lambda y, p, w: C.fit_isotonic(y, np.round(p, 1), weights=w),
+        ("labels", "p", "w"),
+        {},
+    ),
+    "fit_isotonic_recalibrator_weighted": (
+        lambda u, w: R.fit_isotonic_recalibrator(u, weights=w),
+        ("u", "w"),
+        {},
+    ),
+    "fit_histogram_binning_weighted_quantile": (
+        lambda y, p, w: C.fit_histogram_binning(
+            y, p, bins=8, strategy="quantile", weights=w
+        ),
+        ("labels", "p", "w"),
+        {},
+    ),
+    "fit_conformal_weighted": (
+        lambda y, m, s, w: R.fit_conformal(y, m, s, alpha=0.5, weights=w),
+        ("y", "loc", "scale", "w"),
+        {},
+    ),
+    "fit_conformalized_quantile_weighted": (
+        lambda y, m, s, w: R.fit_conformalized_quantile(
+            y, m - s, m + s, alpha=0.5, weights=w
+        ),
+        ("y", "loc", "scale", "w"),
+        {},
+    ),
     "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),
     "isotonic_recalibrator_inverse": (lambda u: _recalibrator().inverse(u), ("u",), {}),
     "pit_normal": (R.pit_normal, ("y", "loc", "scale"), {}),

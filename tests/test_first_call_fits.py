@@ -52,6 +52,7 @@ def _data(n: int, seed: int = 0) -> dict:
         y=y.astype(DT),
         loc=(y + r.standard_t(4, size=n) * 0.7).astype(DT),
         scale=r.uniform(0.5, 1.5, size=n).astype(DT),
+        w=r.integers(0, 4, size=n).astype(DT),
     )
 
 
@@ -81,6 +82,39 @@ FITS = {
         "probs3",
     ),
     "sigma_normal": (reg.fit_sigma_scaling, ("y", "loc", "scale"), {}, "scale"),
+    # with observation weights (issue 20): the same one program per bucket
+    "platt_weighted": (
+        lambda y, p, w: clf.fit_platt(y, p, weights=w),
+        ("lab", "p", "w"),
+        {},
+        "p",
+    ),
+    "beta_weighted": (
+        lambda y, p, w: clf.fit_beta(y, p, weights=w),
+        ("lab", "p", "w"),
+        {},
+        "p",
+    ),
+    "temperature_weighted": (
+        lambda y, z, w: clf.fit_temperature(y, z, weights=w),
+        ("cls", "logits3", "w"),
+        {},
+        "logits3",
+    ),
+    "one_vs_rest_platt_weighted": (
+        lambda y, p, w: clf.fit_one_vs_rest(y, p, method="platt", weights=w),
+        ("cls", "probs3", "w"),
+        {},
+        "probs3",
+    ),
+    "sigma_student_t_weighted": (
+        lambda y, m, s, w: reg.fit_sigma_scaling(
+            y, m, s, family="student_t", df=4.0, weights=w
+        ),
+        ("y", "loc", "scale", "w"),
+        {},
+        "scale",
+    ),
     "sigma_student_t": (
         reg.fit_sigma_scaling,
         ("y", "loc", "scale"),
@@ -211,13 +245,14 @@ def test_padding_rows_carry_no_weight(core, arrays, fills, options):
     d = _data(n, 6)
     real = [d[a] for a in arrays]
     padded = [_garbage_padding(x, size, f) for x, f in zip(real, fills, strict=True)]
-    masked = jax.jit(lambda *a: core(*a[:-1], a[-1], **options))(
+    # (weights=None: the cores take the user's weights before n)
+    masked = jax.jit(lambda *a: core(*a[:-1], None, a[-1], **options))(
         *padded, jnp.asarray(n, jnp.int32)
     )
-    unpadded = jax.jit(lambda *a: core(*a, None, **options))(*real)
+    unpadded = jax.jit(lambda *a: core(*a, None, None, **options))(*real)
     _assert_same(masked, unpadded)
     # and without the mask the padding would change the fit (the test can fail)
-    ignored = jax.jit(lambda *a: core(*a, None, **options))(*padded)
+    ignored = jax.jit(lambda *a: core(*a, None, None, **options))(*padded)
     with pytest.raises(AssertionError):
         _assert_same(ignored, unpadded)
 
@@ -308,7 +343,9 @@ def test_sigma_scaling_derivatives_equal_autodiff():
 
 def test_fits_work_where_xla_rejects_the_compiler_options(monkeypatch):
     # An XLA without the option: the first call notices and compiles without options.
-    monkeypatch.setattr(xla_options, "COMPILER_OPTIONS", {"xla_bayescal_no_such_option": True})
+    monkeypatch.setattr(
+        xla_options, "COMPILER_OPTIONS", {"xla_bayescal_no_such_option": True}
+    )
     monkeypatch.setattr(xla_options, "_OPTIONS_KNOWN", [True])
     d = _data(777, 12)
     cal = clf.fit_platt(d["lab"], d["p"])

@@ -20,6 +20,8 @@ __all__ = [
     "uniform_edges",
     "quantile_edges",
     "sorted_quantile_edges",
+    "device_sorted_quantile_edges",
+    "weighted_quantile_edges",
     "freedman_diaconis_edges",
     "bin_midpoints",
     "binned_means",
@@ -52,16 +54,28 @@ def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0
 def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -> jax.Array:
     """Edges at the ``k / num_bins`` sample quantiles of ``x`` (last axis), jittable.
 
-    Quantiles use linear interpolation between order statistics, numpy's default
-    (``np.quantile(x, q, method="linear")``): position ``q (n - 1)`` in the sorted
-    values. The first edge is ``min(x)``, the last ``max(x)``. Tied data can repeat
-    an edge; with the convention ``[e_k, e_{k+1})`` of :func:`bin_index` a repeated
-    edge gives an empty bin and the tied values all land in the last bin that starts
-    at their value, so no observation is lost or counted twice. On one CPU device
-    the sort and the interpolation run on the host (:func:`sorted_quantile_edges`,
-    through a callback), so the host path of :mod:`bayescal._src.host` gives the same
-    bits; elsewhere XLA's sort. ``mask [N]`` (optional): only the masked-in values
-    count (a padded bucket).
+    Bit for bit ``np.quantile(x, q)`` (method ``"linear"``, numpy's default) with
+    ``q = (np.arange(num_bins + 1) / num_bins).astype(x.dtype)``: the levels are
+    ``k / K`` divided in float64 and rounded to ``x``'s dtype (not ``np.linspace(0, 1,
+    K + 1)``, whose ``3 * 0.1`` is not ``0.3``); the virtual index ``(n - 1) q``, its
+    floor and fraction, and numpy's ``_lerp`` (``a + (b - a) t``, or ``b - (b - a)(1 -
+    t)`` where ``t >= 0.5``), each operation rounded once in ``x``'s dtype as numpy
+    does, eager and under ``jit``, in float32 and float64. (With float64 ``q`` and
+    float32 ``x`` numpy itself computes in float64 and returns float64 edges.) The
+    first edge is ``min(x)``, the last ``max(x)``. When rounding makes numpy's
+    quantiles decrease (two levels in one gap between order statistics, ``b - a``
+    rounded), the running maximum is returned: edges never decrease.
+
+    Tied data can repeat an edge; with the convention ``[e_k, e_{k+1})`` of
+    :func:`bin_index` a repeated edge gives an empty bin and the tied values all land
+    in the last bin that starts at their value, so no observation is lost or counted
+    twice. On one CPU device the sort and the quantiles run on the host through a
+    callback (:func:`sorted_quantile_edges`: ``np.quantile`` itself), so the host path
+    of :mod:`bayescal._src.host` gives the same bits; elsewhere XLA sorts and
+    interpolates (:func:`device_sorted_quantile_edges`, written so that XLA's fusion of
+    a multiply and an add into one FMA cannot change the rounding). ``mask [N]``
+    (optional): only the masked-in values count (a padded bucket); the padding
+    changes nothing.
 
     Examples
     --------
@@ -70,19 +84,24 @@ def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -
     >>> quantile_edges(jnp.array([0.0, 0.0, 0.0, 0.5, 1.0]), 4).tolist()
     [0.0, 0.0, 0.0, 0.5, 1.0]
     """
+    n: int | jax.Array
     if mask is None:
-        n = jnp.asarray(x.shape[-1], jnp.int32)
+        n = x.shape[-1]
     else:  # the padding as NaN sorts last: the first n sorted values are the data
-        n = jnp.sum(mask, dtype=jnp.int32)
+        n = jnp.sum(mask, axis=-1, dtype=jnp.int32)
         x = jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype))
 
-    def device(v: jax.Array, m: jax.Array) -> jax.Array:
-        return sorted_quantile_edges(sort_last_axis(v), m, num_bins, xp=jnp)
+    def device(v: jax.Array, m) -> jax.Array:
+        return device_sorted_quantile_edges(sort_last_axis(v), m, num_bins)
 
     if several_devices():
         return device(x, n)
+    m = jnp.broadcast_to(jnp.asarray(n, jnp.int32), x.shape[:-1])
     return jax.lax.platform_dependent(
-        x, n, cpu=lambda v, m: _host_quantile_edges(v, m, num_bins), default=device
+        x,
+        m,
+        cpu=lambda v, c: _host_quantile_edges(v, c, num_bins),
+        default=lambda v, c: device(v, n if mask is None else c),
     )
 
 
@@ -101,36 +120,150 @@ def _host_quantile_edges(x: jax.Array, n: jax.Array, num_bins: int) -> jax.Array
 
 @functools.lru_cache(maxsize=64)
 def _quantile_levels(num_bins: int, dtype: np.dtype) -> np.ndarray:
-    """``k / num_bins`` correctly rounded in ``dtype`` (read-only)."""
+    """``k / num_bins`` as numpy computes ``np.arange(K + 1) / K`` (float64 division),
+    cast to ``dtype`` (read-only)."""
     q = (np.arange(num_bins + 1) / num_bins).astype(dtype)
     q.flags.writeable = False
     return q
 
 
-def sorted_quantile_edges(xs, n, num_bins: int, xp=np):
-    """The edges of :func:`quantile_edges` from the sorted ``xs [..., N]`` (``n`` count).
+def sorted_quantile_edges(xs: np.ndarray, n: int, num_bins: int) -> np.ndarray:
+    """The edges of :func:`quantile_edges` from the sorted 1-D ``xs`` (its first ``n``
+    values), on the host: ``np.quantile`` itself, made nondecreasing.
 
-    The same float operations in NumPy (``xp=np``, one row) or JAX (``xp=jnp``), in
-    ``xs``'s dtype: ``q = k / K`` correctly rounded (a constant: XLA would multiply
-    by a rounded ``1 / K``), the virtual index ``q (n - 1)``, and numpy's ``_lerp``:
-    ``a + (b - a) t``, switched to ``b - (b - a)(1 - t)`` for ``t >= 0.5``. The
-    result is made nondecreasing (interpolation rounding must never make edges
-    decrease).
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal._src.binned import sorted_quantile_edges
+    >>> sorted_quantile_edges(np.array([0.0, 0.1, 0.1, 0.3, np.nan]), 4, 2).tolist()
+    [0.0, 0.1, 0.3]
+    """
+    xs = np.asarray(xs)
+    if n < 1:
+        return np.full(num_bins + 1, np.nan, xs.dtype)
+    q = _quantile_levels(num_bins, xs.dtype)
+    edges = np.quantile(xs[:n], q)  # method="linear", in xs's dtype (q has it)
+    return np.maximum.accumulate(edges)
+
+
+def _host_positions(n: int, num_bins: int, dtype: np.dtype):
+    """numpy's ``_quantile`` bookkeeping for ``n`` values: the indices of the two order
+    statistics and the interpolation weight ``gamma`` of each level, exactly as
+    ``_get_indexes`` and ``_get_gamma`` compute them (float ops in ``dtype``)."""
+    q = _quantile_levels(num_bins, dtype)
+    virtual = (n - 1) * q  # numpy's linear get_virtual_index (a Python int: weak)
+    prev = np.floor(virtual)
+    above = virtual >= n - 1  # the last value: both indices -1 (= n - 1)
+    prev[above] = -1
+    gamma = (virtual - prev).astype(dtype)
+    lo = np.where(above, n - 1, prev).astype(np.int32)
+    hi = np.where(above, n - 1, prev + 1).astype(np.int32)
+    return lo, hi, gamma
+
+
+def _device_positions(n: jax.Array, num_bins: int, dtype):
+    """:func:`_host_positions` for a traced count ``n [...]`` (shapes ``[..., K + 1]``).
+
+    ``q (n - 1) - floor(.)``: XLA may fuse the multiply into the subtraction (one FMA,
+    a different rounding), so the product goes through a select on ``n > 0`` (a
+    runtime value): a select between a multiply and an add blocks the fusion.
+    """
+    q = jnp.asarray(_quantile_levels(num_bins, np.dtype(dtype)))
+    n = jnp.asarray(n, jnp.int32)[..., None]
+    nm1 = (n - 1).astype(dtype)
+    virtual = jnp.where(n > 0, q * nm1, 0)
+    prev = jnp.floor(virtual)
+    above = virtual >= nm1
+    prev = jnp.where(above, -1, prev)
+    gamma = jnp.where(above, virtual + 1, virtual - prev)
+    top = jnp.maximum(n - 1, 0)
+    lo = jnp.where(above, top, prev.astype(jnp.int32))
+    hi = jnp.where(above, top, prev.astype(jnp.int32) + 1)
+    return jnp.clip(lo, 0, top), jnp.clip(hi, 0, top), gamma
+
+
+def device_sorted_quantile_edges(xs: jax.Array, n, num_bins: int) -> jax.Array:
+    """:func:`sorted_quantile_edges` in XLA, for the sorted ``xs [..., N]`` (padding
+    after the first ``n`` values; ``n`` an int or a traced count ``[...]``).
+
+    numpy's arithmetic, operation by operation in ``xs``'s dtype: the indices and
+    weights ``gamma`` (on the host when ``n`` is static, constants of the program),
+    then ``_lerp``: ``a + fl((b - a) gamma)``, or ``b - fl((b - a)(1 - gamma))`` where
+    ``gamma >= 0.5``. XLA contracts a multiply feeding an add into one FMA (rounded
+    once, not twice: on CPU one interpolated edge in ten differed by an ulp); a select
+    between the two keeps them apart. Its condition ``a == a`` is true for every
+    number (a NaN ``a`` gives NaN either way) but is not known to the compiler.
     """
     dtype = xs.dtype
-    q = _quantile_levels(num_bins, np.dtype(dtype))
-    q = q if xp is np else jnp.asarray(q)
-    pos = q * xp.asarray(n - 1, dtype)
-    lo = xp.minimum(xp.maximum(xp.floor(pos).astype(np.int32), 0), n - 1)
-    hi = xp.minimum(lo + 1, n - 1)
-    frac = pos - lo.astype(dtype)
-    a = xp.take(xs, lo, axis=-1)
-    b = xp.take(xs, hi, axis=-1)
+    if isinstance(n, int | np.integer):
+        lo_np, hi_np, g_np = _host_positions(int(n), num_bins, np.dtype(dtype))
+        lo, hi = jnp.asarray(lo_np), jnp.asarray(hi_np)
+        gamma = jnp.asarray(g_np)
+        a = jnp.take(xs, lo, axis=-1)
+        b = jnp.take(xs, hi, axis=-1)
+    else:
+        lo, hi, gamma = _device_positions(n, num_bins, dtype)
+        batch = xs.shape[:-1]
+        lo = jnp.broadcast_to(lo, batch + lo.shape[-1:])
+        hi = jnp.broadcast_to(hi, batch + hi.shape[-1:])
+        a = jnp.take_along_axis(xs, lo, axis=-1)
+        b = jnp.take_along_axis(xs, hi, axis=-1)
+    return _lerp(a, b, gamma)
+
+
+def _lerp(a: jax.Array, b: jax.Array, gamma: jax.Array) -> jax.Array:
+    """numpy's ``_lerp`` with its two roundings kept under XLA, made nondecreasing."""
     diff = b - a
-    edges = xp.where(frac >= 0.5, b - diff * (1 - frac), a + diff * frac)
-    if xp is np:
-        return np.maximum.accumulate(edges, axis=-1)
+    keep = a == a
+    low = a + jnp.where(keep, diff * gamma, 0)
+    high = b - jnp.where(keep, diff * (1 - gamma), 0)
+    edges = jnp.where(gamma >= 0.5, high, low)
     return jax.lax.cummax(edges, axis=edges.ndim - 1)
+
+
+def weighted_quantile_edges(x: jax.Array, weights: jax.Array, num_bins: int) -> jax.Array:
+    """:func:`quantile_edges` of the sample in which ``x_i`` is repeated ``w_i`` times.
+
+    The linear quantile of numpy on that sample, generalised to real weights: with
+    ``W = sum(w)`` the virtual index is ``(W - 1) q`` and the value at position ``j``
+    of the repeated sample is the first sorted ``x_i`` whose cumulative weight exceeds
+    ``j``; numpy's interpolation follows (:func:`device_sorted_quantile_edges`). For
+    integer weights (exact sums) the edges equal ``np.quantile(np.repeat(x, w), q)``
+    bit for bit; weight 0 leaves a value out (a bucket's padding included); unit
+    weights give :func:`quantile_edges`. ``x [N]`` and ``weights [N]`` (1-D; batches
+    through ``jax.vmap``), weights ``>= 0`` with a positive sum.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binned import weighted_quantile_edges
+    >>> x, w = jnp.array([0.25, 0.5, 0.75]), jnp.array([2.0, 0.0, 1.0])
+    >>> weighted_quantile_edges(x, w, 2).tolist()  # np.quantile([.25, .25, .75], q)
+    [0.25, 0.25, 0.75]
+    """
+    from bayescal._src.ties import argsort_last_axis
+
+    dtype = x.dtype
+    w = weights.astype(dtype)
+    order = argsort_last_axis(x)
+    xs = jnp.take(x, order)
+    cum = jnp.cumsum(jnp.take(w, order))
+    total = cum[-1]
+    q = jnp.asarray(_quantile_levels(num_bins, np.dtype(dtype)))
+    last = total - 1
+    virtual = jnp.where(total > 0, q * last, 0)  # the select: no FMA (see _lerp)
+    prev = jnp.floor(virtual)
+    above = virtual >= last
+    gamma = jnp.where(above, virtual + 1, virtual - prev)
+    prev = jnp.where(above, last, prev)
+    nxt = jnp.where(above, last, prev + 1)
+    size = x.shape[-1]
+
+    def at(j: jax.Array) -> jax.Array:  # the value at position j of the repeated sample
+        i = jnp.searchsorted(cum, j, side="right", method="compare_all")
+        return jnp.take(xs, jnp.clip(i, 0, size - 1))
+
+    return _lerp(at(prev), at(nxt), gamma)
 
 
 def freedman_diaconis_edges(

@@ -443,8 +443,12 @@ def _kth(scores: np.ndarray, k: int) -> np.ndarray | None:
     return None if 0 < abs(q) < _limits(q.dtype).tiny else np.asarray(q)
 
 
-def fit_conformal(y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1) -> Any:
+def fit_conformal(
+    y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1, weights: Any = None
+) -> Any:
     """:func:`bayescal.regression.fit_conformal` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted quantile)
     from bayescal.regression._conformal import ConformalCalibrator
 
     y, mu = _vector(y_true), _vector(loc)
@@ -472,9 +476,11 @@ def fit_conformal(y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1)
 
 
 def fit_conformalized_quantile(
-    y_true: Any, lower: Any, upper: Any, *, alpha: Any = 0.1
+    y_true: Any, lower: Any, upper: Any, *, alpha: Any = 0.1, weights: Any = None
 ) -> Any:
     """:func:`bayescal.regression.fit_conformalized_quantile` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted quantile)
     from bayescal.regression._conformal import ConformalizedQuantileCalibrator
 
     y, lo, hi = _vector(y_true), _vector(lower), _vector(upper)
@@ -589,8 +595,10 @@ def _knots(*arrays: Any, dtype: Any = None) -> list[np.ndarray] | None:
     return out
 
 
-def fit_isotonic_recalibrator(pit: Any) -> Any:
+def fit_isotonic_recalibrator(pit: Any, *, weights: Any = None) -> Any:
     """:func:`bayescal.regression.fit_isotonic_recalibrator` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted ECDF)
     from bayescal.regression._recalibration import IsotonicLevelCalibrator
 
     u = _vector(pit)
@@ -627,8 +635,10 @@ def map_levels_inverse(calibrator: Any, levels: Any) -> Any:
     return map_levels(calibrator, levels, inverse=True)
 
 
-def fit_isotonic(y_true: Any, y_score: Any) -> Any:
+def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
     """:func:`bayescal.classification.fit_isotonic` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted PAV)
     from bayescal._src.isotonic import _pav_row
     from bayescal._src.ties import pool_ties
     from bayescal.classification._calibrators import IsotonicCalibrator

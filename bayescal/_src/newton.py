@@ -427,10 +427,33 @@ def mask_weights(n: Any, size: int, dtype: Any) -> jax.Array | None:
     return (jnp.arange(size) < n).astype(dtype)
 
 
+def observation_weights(weights: Any, n: Any, size: int, dtype: Any) -> jax.Array | None:
+    """A fit's ``weights`` argument, checked, with 0 in a bucket's padding.
+
+    ``weights`` (None: every observation weighs 1) must be ``[size]``, finite and
+    ``>= 0`` and not all 0 (a ``ValueError`` naming ``weights``; NaN results under
+    tracing), the checks of the metrics' ``weights``
+    (:func:`bayescal._src.reduce.check_weights`). The padding repeats the last weight
+    and gets weight 0 here (:func:`mask_weights`). Returns None when there are neither
+    weights nor padding.
+    """
+    from .reduce import check_weights  # reduce imports validation, as this module does
+
+    mask = mask_weights(n, size, dtype)
+    w = check_weights(weights, size, dtype)
+    if w is None:
+        return mask
+    return w if mask is None else jnp.where(mask > 0, w, jnp.zeros((), w.dtype))
+
+
 def _host_paddable(arrays: tuple) -> tuple | None:
     """The arrays as numpy (or device) arrays of one common length ``N`` along axis 0."""
     out = []
+    first = next(a for a in arrays if a is not None)
     for a in arrays:
+        if a is None:  # an optional array left out (e.g. weights=None): not padded
+            out.append(None)
+            continue
         if isinstance(a, jax.core.Tracer | np.ma.MaskedArray):
             return None  # masked: the ordinary path refuses it (np.asarray drops the mask)
         if not isinstance(a, jax.Array):
@@ -440,7 +463,7 @@ def _host_paddable(arrays: tuple) -> tuple | None:
                 return None
             if a.dtype.kind not in "biuf":
                 return None
-        if a.ndim == 0 or a.shape[0] == 0 or a.shape[0] != np.shape(arrays[0])[0]:
+        if a.ndim == 0 or a.shape[0] == 0 or a.shape[0] != np.shape(first)[0]:
             return None
         out.append(a)
     return tuple(out)
@@ -456,7 +479,8 @@ def bucketed_fit(
 ) -> Any:
     """A public fit as ONE compiled program per bucket of ``N`` (checks included).
 
-    ``core(*arrays, n, **options)`` validates and fits (recording its value checks with
+    ``core(*arrays, n, **options)`` validates and fits (an entry of ``arrays`` may be
+    None, an optional array left out: it is passed on as None) (recording its value checks with
     :mod:`bayescal._src.validation`); ``n`` is the number of real observations (a
     traced scalar: the arrays hold ``bucket_size(N)`` rows, the padding repeating the
     last row, so every value check gives what it gives on the real rows) or None when
@@ -473,7 +497,7 @@ def bucketed_fit(
         if host is not None:
             n = int(host[0].shape[0])
             size = bucket_size(n)
-            args = tuple(pad_axis(a, size, axis=0) for a in host)
+            args = tuple(None if a is None else pad_axis(a, size, axis=0) for a in host)
             args += (np.asarray(n, np.int32),)
         else:
             args = tuple(arrays) + (None,)

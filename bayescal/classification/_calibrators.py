@@ -24,10 +24,12 @@ import numpy as np
 from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.binned import weighted_quantile_edges
 from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._inputs import (
@@ -229,6 +231,7 @@ def fit_platt(
     input: str = "prob",
     soft_labels: bool = True,
     eps: float | None = None,
+    weights: Any = None,
 ) -> PlattCalibrator:
     r"""Fit Platt scaling (logistic calibration) with Platt's target smoothing.
 
@@ -251,6 +254,12 @@ def fit_platt(
         With ``input="prob"``: clip probabilities to ``[eps, 1 - eps]`` before the
         logit (at fit and at call time). Without it, probabilities of exactly 0 or 1
         raise an error rather than being clipped silently.
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): each multiplies its
+        observation's term of the log-likelihood, and Platt's :math:`N_+, N_-` are the
+        weighted class totals (as in scikit-learn's ``_sigmoid_calibration``), so an
+        integer weight equals repeating the row and a weight of 0 removes it. Finite,
+        ``>= 0``, not all 0.
 
     Returns
     -------
@@ -299,14 +308,16 @@ def fit_platt(
     if eps is not None and input != "prob":
         raise ValueError("eps clips probabilities; it only applies with input='prob'.")
     cal, converged = newton.bucketed_fit(
-        _fit_platt, (y_true, y_score), dict(input=input, soft_labels=soft_labels, eps=eps)
+        _fit_platt,
+        (y_true, y_score, weights),
+        dict(input=input, soft_labels=soft_labels, eps=eps),
     )
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_platt")
     return cal
 
 
-def _fit_platt(y_true, y_score, n, *, input, soft_labels, eps):
+def _fit_platt(y_true, y_score, weights, n, *, input, soft_labels, eps):
     y, s = binary_inputs(
         y_true, y_score, prob_name="y_score", probabilities=input == "prob"
     )
@@ -317,7 +328,7 @@ def _fit_platt(y_true, y_score, n, *, input, soft_labels, eps):
     else:
         f = s
     # Standard logistic form eta = beta f + c, i.e. A = -beta, B = -c.
-    weights = newton.mask_weights(n, s.shape[0], s.dtype)
+    weights = newton.observation_weights(weights, n, s.shape[0], s.dtype)
     theta, converged = _logistic_fit((f,), y, weights, None, None, soft_labels=soft_labels)
     return PlattCalibrator(-theta[0], -theta[1], input, eps), converged
 
@@ -369,8 +380,10 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
 
 
 @_host.first(_host.fit_isotonic)
-@_v.validated(fuse=True, bucket={"y_true": 0, "y_score": 0}, per_observation=0)
-def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
+@_v.validated(
+    fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
+)
+def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
     Parameters
@@ -379,6 +392,12 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
         Binary labels, 0 or 1.
     y_score : array_like, shape [N]
         Scores or probabilities (any finite reals; only their order matters).
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): the least-squares
+        objective is :math:`\sum_i w_i (y_i - m(s_i))^2`, so an integer weight equals
+        repeating the row and a weight of 0 removes it (its score is no threshold,
+        as scikit-learn's ``IsotonicRegression`` drops such rows). Finite, ``>= 0``,
+        not all 0.
 
     Returns
     -------
@@ -419,13 +438,23 @@ def fit_isotonic(y_true: Any, y_score: Any) -> IsotonicCalibrator:
     [0.0, 0.25, 1.0, 1.0]
     """
     # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
-    y_true, y_score = gather_all((y_true, y_score), "An isotonic fit (PAV)")
+    y_true, y_score, weights = gather_all((y_true, y_score, weights), "An isotonic fit (PAV)")
     y, s = binary_inputs(y_true, y_score, prob_name="y_score", probabilities=False)
     # In a bucketed call the padding (copies of the last observation) gets weight 0:
     # pooled with that observation's tie, it changes no fitted value.
-    w = _v.mask_weights(None, s.shape, s.dtype)
+    w = _v.mask_weights(check_weights(weights, s.shape[0], s.dtype), s.shape, s.dtype)
+    s = _zero_weight_to_a_tie(s, weights, w)
     fit = isotonic_fit(s, y, w)  # sort, pool ties, PAV; padded to N knots
     return IsotonicCalibrator(fit.thresholds, fit.values.astype(s.dtype))
+
+
+def _zero_weight_to_a_tie(s: jax.Array, weights: Any, w: jax.Array | None) -> jax.Array:
+    """Scores of the rows of weight 0 replaced by the score of the first row of positive
+    weight: pooled into its tie with no weight, they leave the fit as if removed."""
+    if weights is None or w is None:
+        return s  # no user weights: only a bucket's padding, already a tie
+    first = jnp.argmax(w > 0)
+    return jnp.where(w > 0, s, jnp.take(s, first[None], axis=-1))
 
 
 # --------------------------------------------------------------------------- histogram
@@ -460,11 +489,16 @@ class HistogramBinningCalibrator:
 
 @_v.validated(
     fuse=True,
-    bucket={"y_true": 0, "y_prob": 0},
+    bucket={"y_true": 0, "y_prob": 0, "weights": 0},
     compiler_options=quick_compiler_options,
 )
 def fit_histogram_binning(
-    y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: str = "uniform"
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 10,
+    strategy: str = "uniform",
+    weights: Any = None,
 ) -> HistogramBinningCalibrator:
     r"""Fit histogram binning: replace a probability by its bin's positive frequency.
 
@@ -477,6 +511,13 @@ def fit_histogram_binning(
     bins, strategy
         As in :func:`reliability_curve` (int with ``"uniform"`` or ``"quantile"``,
         edges, or ``"fd"``).
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): a bin's value is the
+        weighted fraction of positives, and ``strategy="quantile"`` takes the
+        quantiles of the sample in which each row is repeated ``w_i`` times (numpy's
+        linear quantile, generalised to real weights), so an integer weight equals
+        repeating the row and a weight of 0 removes it. ``bins="fd"`` ignores the
+        weights, as ``np.histogram_bin_edges`` does. Finite, ``>= 0``, not all 0.
 
     Returns
     -------
@@ -505,8 +546,14 @@ def fit_histogram_binning(
     [0.5, 1.0]
     """
     y, p = binary_inputs(y_true, y_prob)
+    w = check_weights(weights, p.shape[0], p.dtype)
     bins = resolve_bins(bins, strategy, p)
-    curve, edges = _curve(y, p, None, bins, _v.observation_mask(p.shape[0]))
+    mask = _v.observation_mask(p.shape[0])
+    if w is not None:
+        w = _v.mask_weights(w, p.shape, p.dtype)  # 0 in a bucket's padding
+        if bins.edges is None and bins.strategy == "quantile":
+            bins = bins._replace(edges=weighted_quantile_edges(p, w, bins.num_bins))
+    curve, edges = _curve(y, p, w, bins, mask)
     return HistogramBinningCalibrator(edges, curve.observed)
 
 
@@ -542,7 +589,9 @@ class BetaCalibrator:
         return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
-def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalibrator:
+def fit_beta(
+    y_true: Any, y_prob: Any, *, eps: float | None = None, weights: Any = None
+) -> BetaCalibrator:
     r"""Fit beta calibration (Kull, Silva Filho & Flach 2017), shape parameters >= 0.
 
     Parameters
@@ -554,6 +603,10 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
     eps : float in (0, 0.5), optional
         Clip probabilities to ``[eps, 1 - eps]`` (at fit and call time). Without it,
         probabilities of exactly 0 or 1 raise an error: their log is infinite.
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): each multiplies its
+        observation's term of the log-likelihood, so an integer weight equals
+        repeating the row and a weight of 0 removes it. Finite, ``>= 0``, not all 0.
 
     Returns
     -------
@@ -596,13 +649,13 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: float | None = None) -> BetaCalib
     [0.035, 0.5, 0.965]
     """
     eps = check_eps(eps)
-    cal, converged = newton.bucketed_fit(_fit_beta, (y_true, y_prob), dict(eps=eps))
+    cal, converged = newton.bucketed_fit(_fit_beta, (y_true, y_prob, weights), dict(eps=eps))
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_beta")
     return cal
 
 
-def _fit_beta(y_true, y_prob, n, *, eps):
+def _fit_beta(y_true, y_prob, weights, n, *, eps):
     y, p = binary_inputs(y_true, y_prob)
     _v.check_both_classes(y, "y_true")
     _no_infinite_logits(p, "y_prob", eps, "beta calibration")
@@ -611,7 +664,7 @@ def _fit_beta(y_true, y_prob, n, *, eps):
     dtype = p.dtype
     x0 = jnp.asarray([1.0, 1.0, 0.0], dtype)  # the identity map
     lower = jnp.asarray([0.0, 0.0, -jnp.inf], dtype)  # a, b >= 0
-    weights = newton.mask_weights(n, p.shape[0], dtype)
+    weights = newton.observation_weights(weights, n, p.shape[0], dtype)
     theta, converged = _logistic_fit(features, y, weights, x0, lower, soft_labels=False)
     return BetaCalibrator(theta[0], theta[1], theta[2], eps), converged
 
@@ -704,7 +757,7 @@ def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
     return res.x[0], g0, all_correct, res.converged
 
 
-def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
+def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> TemperatureCalibrator:
     r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
 
     Parameters
@@ -716,6 +769,10 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
         Uncalibrated logits (pre-softmax scores) of the calibration set, not
         probabilities: a UserWarning says so when every value lies in [0, 1] (pass
         ``np.log(probs)``, or ``np.log(p / (1 - p))`` for binary probabilities).
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): each multiplies its
+        observation's term of the NLL, so an integer weight equals repeating the row
+        and a weight of 0 removes it. Finite, ``>= 0``, not all 0.
 
     Returns
     -------
@@ -757,7 +814,9 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     >>> cal(logits).shape
     (4, 3)
     """
-    cal, (converged, in_unit) = newton.bucketed_fit(_fit_temperature, (y_true, logits), {})
+    cal, (converged, in_unit) = newton.bucketed_fit(
+        _fit_temperature, (y_true, logits, weights), {}
+    )
     if _v.is_concrete(in_unit) and bool(in_unit):
         warnings.warn(
             "fit_temperature: every value of logits lies in [0, 1]; these look like "
@@ -779,7 +838,7 @@ def fit_temperature(y_true: Any, logits: Any) -> TemperatureCalibrator:
     return cal
 
 
-def _fit_temperature(y_true, logits, n):
+def _fit_temperature(y_true, logits, weights, n):
     z = _v.as_float_array(logits, "logits")
     _v.check_ndim(z, "logits", (1, 2))
     _v.check_nonempty(z, "logits")
@@ -803,7 +862,7 @@ def _fit_temperature(y_true, logits, n):
             )
         zz = z
         labels = jnp.clip(y, 0, z.shape[1] - 1)  # out of range: flagged above
-    weights = newton.mask_weights(n, zz.shape[0], zz.dtype)
+    weights = newton.observation_weights(weights, n, zz.shape[0], zz.dtype)
     beta, g0, all_correct, converged = _temperature_fit(zz, labels, weights)
     # every real row in [0, 1]: probabilities passed as logits (a warning, not an error)
     in_unit = (zz >= 0) & (zz <= 1)
@@ -918,7 +977,12 @@ def _ovr_apply(calibrators: tuple, p: jax.Array) -> jax.Array:
 
 
 def fit_one_vs_rest(
-    y_true: Any, probs: Any, *, method: str = "isotonic", **options: Any
+    y_true: Any,
+    probs: Any,
+    *,
+    method: str = "isotonic",
+    weights: Any = None,
+    **options: Any,
 ) -> OneVsRestCalibrator:
     r"""Calibrate each class one-vs-rest with a binary calibrator, then renormalise.
 
@@ -930,6 +994,10 @@ def fit_one_vs_rest(
         Predicted class probabilities (rows sum to 1).
     method : {"isotonic", "platt", "beta", "histogram"}, default "isotonic"
         Binary calibrator fitted to :math:`(1[y_i = k], p_{ik})` for each class.
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``), passed to every
+        binary fit (see their ``weights``): an integer weight equals repeating the
+        row, a weight of 0 removes it. Finite, ``>= 0``, not all 0.
     **options
         Passed to the binary fit (e.g. ``bins=`` for histogram, ``eps=`` for beta).
 
@@ -967,9 +1035,9 @@ def fit_one_vs_rest(
     if parametric is not None:  # one program for all classes, per bucket of N
         out, converged = newton.bucketed_fit(
             _fit_ovr_parametric,
-            (y_true, probs),
+            (y_true, probs, weights),
             dict(method=method, options=parametric),
-            fallback=lambda: (_fit_ovr_loop(fit, y_true, probs, options), None),
+            fallback=lambda: (_fit_ovr_loop(fit, y_true, probs, weights, options), None),
         )
         if converged is not None and _v.is_concrete(converged):
             for ok in np.asarray(converged):
@@ -980,13 +1048,13 @@ def fit_one_vs_rest(
     if batched is not None:  # one program for all classes, per bucket of N
         out = newton.bucketed_fit(
             _fit_ovr_nonparametric,
-            (y_true, probs),
+            (y_true, probs, weights),
             dict(method=method, options=batched),
-            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, options),
+            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, weights, options),
             compiler_options=multiclass_compiler_options,
         )
         return _unpadded_knots(out, np.shape(probs)[0])
-    return _fit_ovr_loop(fit, y_true, probs, options)
+    return _fit_ovr_loop(fit, y_true, probs, weights, options)
 
 
 def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
@@ -1021,7 +1089,7 @@ def _nonparametric_ovr_options(method: Any, options: dict) -> tuple | None:
     return None
 
 
-def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
+def _fit_ovr_nonparametric(y_true, probs, weights, n, *, method, options):
     """All classes' isotonic or histogram fits at once (vmapped over the classes).
 
     Records a check that fails exactly where the loop raises (the caller then runs it
@@ -1030,10 +1098,11 @@ def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
     """
     if method == "isotonic":
         # On a mesh: the whole data on every device, in ONE collective (gather_all)
-        y_true, probs = gather_all((y_true, probs), "An isotonic fit (PAV)")
+        y_true, probs, weights = gather_all((y_true, probs, weights), "An isotonic fit (PAV)")
+    user_weights = weights is not None
     y, p = multiclass_inputs(y_true, probs)
     num, num_classes = p.shape
-    weights = newton.mask_weights(n, num, p.dtype)
+    weights = newton.observation_weights(weights, n, num, p.dtype)
     labels = (y[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
     counts = jnp.sum(labels if weights is None else labels * weights, axis=1)
     _v.record(
@@ -1046,7 +1115,8 @@ def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
     if method == "isotonic":
         # the padding (copies of the last row) gets weight 0 in every class
         w = None if weights is None else jnp.broadcast_to(weights, labels.shape)
-        fit = isotonic_fit(p.T, labels, w)  # vmapped over the classes
+        scores = _zero_weight_to_a_tie(p.T, user_weights or None, weights)
+        fit = isotonic_fit(scores, labels, w)  # vmapped over the classes
         cals = tuple(
             IsotonicCalibrator(fit.thresholds[k], fit.values[k].astype(p.dtype))
             for k in range(num_classes)
@@ -1055,9 +1125,14 @@ def _fit_ovr_nonparametric(y_true, probs, n, *, method, options):
         opts = dict(options)
         bins = resolve_bins(opts["bins"], opts["strategy"], p[:, 0])
         mask = None if n is None else jnp.arange(num) < n
-        curves, edges = jax.vmap(lambda yk, pk: _curve(yk, pk, None, bins, mask))(
-            labels, p.T
-        )
+
+        def one(yk, pk):
+            b = bins
+            if user_weights and b.edges is None and b.strategy == "quantile":
+                b = b._replace(edges=weighted_quantile_edges(pk, weights, b.num_bins))
+            return _curve(yk, pk, weights if user_weights else None, b, mask)
+
+        curves, edges = jax.vmap(one)(labels, p.T)
         cals = tuple(
             HistogramBinningCalibrator(edges[k], curves.observed[k])
             for k in range(num_classes)
@@ -1080,7 +1155,7 @@ def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
     return OneVsRestCalibrator(tuple(cals))
 
 
-def _fit_ovr_parametric(y_true, probs, n, *, method, options):
+def _fit_ovr_parametric(y_true, probs, weights, n, *, method, options):
     """All classes' Platt or beta fits at once (the solver batched over classes).
 
     Records checks that fail exactly where the per-class fits raise (the caller then
@@ -1091,7 +1166,7 @@ def _fit_ovr_parametric(y_true, probs, n, *, method, options):
     eps = opts["eps"]
     y, p = multiclass_inputs(y_true, probs)
     num, num_classes = p.shape
-    weights = newton.mask_weights(n, num, p.dtype)
+    weights = newton.observation_weights(weights, n, num, p.dtype)
     if weights is None:
         weights = jnp.ones((num,), p.dtype)
     labels = (y[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
@@ -1133,9 +1208,11 @@ def _fit_ovr_parametric(y_true, probs, n, *, method, options):
     return OneVsRestCalibrator(cals), converged
 
 
-def _fit_ovr_loop(fit, y_true, probs, options):
+def _fit_ovr_loop(fit, y_true, probs, weights, options):
     """One binary fit per class (any method), with the per-class error messages."""
     y, p = _ovr_inputs(y_true, probs)
+    if weights is not None:
+        options = dict(options, weights=weights)
     num_classes = p.shape[1]
     xp = jnp
     if _v.host_resident(y) and _v.host_resident(p):

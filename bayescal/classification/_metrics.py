@@ -264,8 +264,11 @@ def reliability_curve(
     (a weightless point on the diagonal; filter with ``curve.weight > 0`` before
     plotting). Error functionals ignore it, and no NaN is ever produced.
 
-    Quantile edges interpolate linearly between order statistics (numpy's default
-    quantile). Ties can repeat an edge; the tied values then all fall in the last
+    Quantile edges are ``np.quantile(y_prob, q)`` bit for bit (numpy's default
+    linear method, ``q = (np.arange(K + 1) / K).astype(y_prob.dtype)``), eager and
+    under ``jit``, so a probability that sits on an edge lands in the same bin as
+    with numpy (``np.searchsorted(edges, p, side="right") - 1``, the last bin closed).
+    ``weights`` weigh the bins' means, not the edges. Ties can repeat an edge; the tied values then all fall in the last
     bin that starts at their value and the others stay empty. scikit-learn's
     ``calibration_curve`` uses ``(e_k, e_{k+1}]`` bins and drops empty ones; away
     from edges the non-empty bins agree.

@@ -30,7 +30,9 @@ from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import sort_last_axis
+from bayescal._src.ties import argsort_last_axis
 
 __all__ = [
     "ConformalCalibrator",
@@ -222,6 +224,7 @@ def fit_conformal(
     *,
     coverage: float | None = None,
     alpha: float | None = None,
+    weights: ArrayLike | None = None,
 ) -> ConformalCalibrator:
     r"""Split-conformal intervals from a calibration split.
 
@@ -247,6 +250,13 @@ def fit_conformal(
     alpha : float in (0, 1), optional
         Or the miscoverage, ``1 - coverage``. Give at most one of the two; neither
         means ``alpha=0.1`` (90% intervals).
+    weights : array_like, shape [N], optional
+        Observation weights: the scores' weighted distribution with the test point
+        at weight 1 (Tibshirani, Barber, Candes & Ramdas 2019, weighted conformal
+        prediction): :math:`\hat q` is the smallest score whose cumulative weight
+        reaches :math:`(W + 1)(1 - \alpha)`, :math:`W = \sum_i w_i`. An integer
+        weight equals repeating the row, a weight of 0 removes it; a ``ValueError``
+        when :math:`W` is too small for ``alpha``. Finite, ``>= 0``, not all 0.
 
     Returns
     -------
@@ -281,11 +291,11 @@ def fit_conformal(
     True
     """
     _, a = coverage_and_alpha(coverage, alpha, default_alpha=0.1)
-    return _fit_conformal_alpha(y_true, loc, scale, alpha=a)
+    return _fit_conformal_alpha(y_true, loc, scale, alpha=a, weights=weights)
 
 
 @_host.first(_host.fit_conformal)
-def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha):
+def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha, weights=None):
     """:func:`fit_conformal` for a resolved ``alpha`` (the host path tried first)."""
     # Shapes, alpha and the rank here (n is known); the values and the scores in one
     # program per bucket of n (the rank is an argument of it).
@@ -297,11 +307,15 @@ def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha):
         s = _one_d(scale, "scale")
         _v.check_same_shape(y_true=y, scale=s)
     a = _check_alpha(alpha)
+    if weights is not None:
+        cal = _fit_conformal(y, mu, s, np.asarray(0, np.int32), weights=weights, alpha=a)
+        _check_weighted_quantile(cal.quantile, a)
+        return cal
     return _fit_conformal(y, mu, s, _rank(y.shape[-1], a), alpha=a)
 
 
-@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1})
-def _fit_conformal(y_true, loc, scale, k, *, alpha):
+@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1, "weights": -1})
+def _fit_conformal(y_true, loc, scale, k, weights=None, *, alpha):
     for name, x in (("y_true", y_true), ("loc", loc), ("scale", scale)):
         if x is not None:
             _v.check_finite(x, name)
@@ -310,6 +324,9 @@ def _fit_conformal(y_true, loc, scale, k, *, alpha):
         _v.check_positive(scale, "scale")
         scores = scores / scale
     mask = _v.observation_mask(scores.shape[-1])
+    if weights is not None:
+        q = _weighted_conformal_quantile(scores, weights, alpha)
+        return ConformalCalibrator(q, alpha, scale is not None)
     return ConformalCalibrator(_kth_smallest(scores, k, mask), alpha, scale is not None)
 
 
@@ -320,6 +337,7 @@ def fit_conformalized_quantile(
     *,
     coverage: float | None = None,
     alpha: float | None = None,
+    weights: ArrayLike | None = None,
 ) -> ConformalizedQuantileCalibrator:
     r"""Conformalized quantile regression (CQR) from a calibration split.
 
@@ -341,6 +359,13 @@ def fit_conformalized_quantile(
     alpha : float in (0, 1), optional
         Or the miscoverage, ``1 - coverage``. Give at most one of the two; neither
         means ``alpha=0.1`` (90% intervals).
+    weights : array_like, shape [N], optional
+        Observation weights: the scores' weighted distribution with the test point
+        at weight 1 (Tibshirani, Barber, Candes & Ramdas 2019, weighted conformal
+        prediction): :math:`\hat q` is the smallest score whose cumulative weight
+        reaches :math:`(W + 1)(1 - \alpha)`, :math:`W = \sum_i w_i`. An integer
+        weight equals repeating the row, a weight of 0 removes it; a ``ValueError``
+        when :math:`W` is too small for ``alpha``. Finite, ``>= 0``, not all 0.
 
     Returns
     -------
@@ -370,24 +395,65 @@ def fit_conformalized_quantile(
     2.0
     """
     _, a = coverage_and_alpha(coverage, alpha, default_alpha=0.1)
-    return _fit_cqr_alpha(y_true, lower, upper, alpha=a)
+    return _fit_cqr_alpha(y_true, lower, upper, alpha=a, weights=weights)
 
 
 @_host.first(_host.fit_conformalized_quantile)
-def _fit_cqr_alpha(y_true, lower, upper, *, alpha):
+def _fit_cqr_alpha(y_true, lower, upper, *, alpha, weights=None):
     """:func:`fit_conformalized_quantile` for a resolved ``alpha`` (host path first)."""
     y = _one_d(y_true, "y_true")
     lo = _one_d(lower, "lower")
     hi = _one_d(upper, "upper")
     _v.check_same_shape(y_true=y, lower=lo, upper=hi)
     a = _check_alpha(alpha)
+    if weights is not None:
+        cal = _fit_cqr(y, lo, hi, np.asarray(0, np.int32), weights=weights, alpha=a)
+        _check_weighted_quantile(cal.quantile, a)
+        return cal
     return _fit_cqr(y, lo, hi, _rank(y.shape[-1], a), alpha=a)
 
 
-@_v.validated(fuse=True, bucket={"y_true": -1, "lower": -1, "upper": -1})
-def _fit_cqr(y_true, lower, upper, k, *, alpha):
+@_v.validated(fuse=True, bucket={"y_true": -1, "lower": -1, "upper": -1, "weights": -1})
+def _fit_cqr(y_true, lower, upper, k, weights=None, *, alpha):
     for name, x in (("y_true", y_true), ("lower", lower), ("upper", upper)):
         _v.check_finite(x, name)
     scores = jnp.maximum(lower - y_true, y_true - upper)
     mask = _v.observation_mask(scores.shape[-1])
+    if weights is not None:
+        return ConformalizedQuantileCalibrator(
+            _weighted_conformal_quantile(scores, weights, alpha), alpha
+        )
     return ConformalizedQuantileCalibrator(_kth_smallest(scores, k, mask), alpha)
+
+
+def _weighted_conformal_quantile(scores: jax.Array, weights: Any, alpha: float) -> jax.Array:
+    """The smallest score whose cumulative weight reaches ``(W + 1)(1 - alpha)``
+    (+inf when none does: the calibration weight is too small for ``alpha``).
+
+    ``1 - alpha = num / den`` exactly (``alpha`` read as its shortest decimal, as in
+    :func:`conformal_rank`), compared as ``den * cum >= num * (W + 1)``: for integer
+    weights the same rank as the unweighted fit on repeated rows.
+    """
+    w = check_weights(weights, scores.shape[-1], scores.dtype)
+    w = _v.mask_weights(w, scores.shape, scores.dtype)  # 0 in a bucket's padding
+    frac = 1 - Fraction(repr(alpha))
+    num, den = frac.numerator, frac.denominator
+    order = argsort_last_axis(scores)
+    s = jnp.take(scores, order, axis=-1)
+    cum = jnp.cumsum(jnp.take(w, order, axis=-1), axis=-1)
+    total = cum[..., -1:]
+    ok = den * cum >= num * (total + 1)
+    first = jnp.argmax(ok, axis=-1)
+    q = jnp.take_along_axis(s, first[..., None], axis=-1)[..., 0]
+    return jnp.where(jnp.any(ok, axis=-1), q, jnp.asarray(jnp.inf, s.dtype))
+
+
+def _check_weighted_quantile(quantile: jax.Array, alpha: float) -> None:
+    """Eagerly: an infinite weighted quantile means too little calibration weight."""
+    if _v.is_concrete(quantile) and bool(np.isinf(np.asarray(quantile))):
+        raise ValueError(
+            f"the calibration weights are too small for alpha={alpha}: the weighted "
+            f"conformal quantile needs a total weight W with (W + 1)(1 - alpha) <= W, "
+            f"i.e. W >= {float(Fraction(1) / Fraction(repr(alpha))) - 1:g}; the interval "
+            "would be infinite. Use more calibration data (or weight), or a larger alpha."
+        )

@@ -21,7 +21,9 @@ from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.interp import interp
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import sort_last_axis
+from bayescal._src.ties import argsort_last_axis
 
 __all__ = [
     "IsotonicLevelCalibrator",
@@ -105,8 +107,9 @@ def _as_levels(levels, dtype):
 
 
 @jax.jit
-def _fit_isotonic_kernel(u, mask=None):
-    """The knots; ``mask``: the real values of a padded bucket.
+def _fit_isotonic_kernel(u, mask=None, weights=None):
+    """The knots; ``mask``: the real values of a padded bucket (and, with
+    ``weights``, of positive weight: a value of weight 0 is treated as padding).
 
     The padding is set above 1 so that it sorts last and counts in no real value's
     ECDF; its knots become (1, 1) after the real ones, so the first ``n + 2`` knots
@@ -115,9 +118,16 @@ def _fit_isotonic_kernel(u, mask=None):
     dtype = u.dtype
     if mask is not None:
         u = jnp.where(mask, u, jnp.asarray(2, dtype))
-    s = sort_last_axis(u)
-    n = s.shape[-1] if mask is None else jnp.sum(mask, dtype=jnp.int32)
-    ecdf = jnp.searchsorted(s, s, side="right").astype(dtype) / jnp.asarray(n, dtype)
+    n = u.shape[-1] if mask is None else jnp.sum(mask, dtype=jnp.int32)
+    if weights is None:
+        s = sort_last_axis(u)
+        ecdf = jnp.searchsorted(s, s, side="right").astype(dtype) / jnp.asarray(n, dtype)
+    else:  # the weighted ECDF: the weight at or below each value over the total
+        order = argsort_last_axis(u)
+        s = jnp.take(u, order)
+        cum = jnp.cumsum(jnp.take(weights.astype(dtype), order))
+        at = jnp.searchsorted(s, s, side="right") - 1  # the last of each run of ties
+        ecdf = jnp.take(cum, at) / cum[-1]
     zero = jnp.zeros((1,), dtype)
     one = jnp.ones((1,), dtype)
     raw = jnp.concatenate([zero, s, one])
@@ -130,8 +140,10 @@ def _fit_isotonic_kernel(u, mask=None):
 
 
 @_host.first(_host.fit_isotonic_recalibrator)
-@_v.validated(fuse=True, bucket={"pit": -1}, per_observation=(-1, 2))
-def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
+@_v.validated(fuse=True, bucket={"pit": -1, "weights": -1}, per_observation=(-1, 2))
+def fit_isotonic_recalibrator(
+    pit: ArrayLike, *, weights: ArrayLike | None = None
+) -> IsotonicLevelCalibrator:
     r"""Fit Kuleshov et al.'s isotonic recalibrator on calibration-split PIT values.
 
     Kuleshov et al. (2018) fit an isotonic regression of the empirical frequencies
@@ -152,6 +164,11 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     ----------
     pit : array_like, shape [T]
         PIT values of the calibration split (never the test split).
+    weights : array_like, shape [T], optional
+        Observation weights: the map is the weighted ECDF
+        :math:`\sum_{s: u_s \le u} w_s / \sum_s w_s`, so an integer weight equals
+        repeating the value and a weight of 0 removes it (no knot). Finite,
+        ``>= 0``, not all 0.
 
     Returns
     -------
@@ -172,8 +189,16 @@ def fit_isotonic_recalibrator(pit: ArrayLike) -> IsotonicLevelCalibrator:
     [0.2]
     """
     u = _v.check_pit(pit)
-    _v.record("two_inside", "pit", u, what="a recalibration map")
-    return _fit_isotonic_kernel(u, _v.observation_mask(u.shape[-1]))
+    mask = _v.observation_mask(u.shape[-1])
+    if weights is None:
+        _v.record("two_inside", "pit", u, what="a recalibration map")
+        return _fit_isotonic_kernel(u, mask)
+    w = check_weights(weights, u.shape[-1], u.dtype)
+    w = _v.mask_weights(w, u.shape, u.dtype)  # 0 in a bucket's padding
+    keep = w > 0
+    # the values that count: those of weight 0 replaced by one that counts (checks)
+    _v.record("two_inside", "pit", jnp.where(keep, u, u[jnp.argmax(keep)]), what="a recalibration map")
+    return _fit_isotonic_kernel(u, keep, w)
 
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
@@ -310,6 +335,7 @@ def fit_sigma_scaling(
     *,
     family: str = "normal",
     df: float | None = None,
+    weights: ArrayLike | None = None,
 ) -> SigmaScalingCalibrator:
     r"""Fit one multiplier of the predictive scale on a calibration split.
 
@@ -333,6 +359,11 @@ def fit_sigma_scaling(
     family : {"normal", "student_t", "laplace"}
     df : float, optional
         Degrees of freedom (> 0), required for ``"student_t"``.
+    weights : array_like, shape [N], optional
+        Observation weights: each multiplies its observation's term of the NLL
+        (Normal: :math:`s^2 = \sum_i w_i z_i^2 / \sum_i w_i`), so an integer weight
+        equals repeating the row and a weight of 0 removes it. Finite, ``>= 0``,
+        not all 0.
 
     Returns
     -------
@@ -360,17 +391,27 @@ def fit_sigma_scaling(
     elif df is not None:
         raise ValueError(f"df is only used with family='student_t'; got family={family!r}.")
     return newton.bucketed_fit(
-        _fit_sigma_scaling, (y_true, loc, scale), dict(family=family, df=df)
+        _fit_sigma_scaling, (y_true, loc, scale, weights), dict(family=family, df=df)
     )
 
 
-def _fit_sigma_scaling(y_true, loc, scale, n, *, family, df):
+def _fit_sigma_scaling(y_true, loc, scale, weights, n, *, family, df):
     y, m, s = _prep_lss(y_true, loc, scale)
     resid = jnp.broadcast_to(y - m, y.shape)
+    z = resid / s
+    # n real rows (the rest is padding from newton.bucketed_fit) or all of them, times
+    # the user's weights (one per row)
+    size = z.shape[0] if z.ndim else 1
+    rows = newton.observation_weights(weights, n, size, z.dtype)
+    if rows is None:
+        weights = jnp.ones(z.size, z.dtype)
+    else:
+        rows = rows.reshape((-1,) + (1,) * (z.ndim - 1)) if z.ndim else rows.reshape(())
+        weights = jnp.ravel(jnp.broadcast_to(rows, z.shape))
     _v.record(
         "less_equal",
         "y_true",
-        jnp.all(resid == 0),
+        jnp.all((jnp.ravel(resid) == 0) | (weights == 0)),
         False,
         what=(
             "equals loc for every observation: all residuals y_true - loc are 0, so "
@@ -379,14 +420,6 @@ def _fit_sigma_scaling(y_true, loc, scale, n, *, family, df):
             "y_true itself and that the calibration split is held out"
         ),
     )
-    z = resid / s
-    # n real rows (the rest is padding from newton.bucketed_fit) or all of them
-    rows = newton.mask_weights(n, z.shape[0], z.dtype) if z.ndim else None
-    if rows is None:
-        weights = jnp.ones(z.size, z.dtype)
-    else:
-        rows = rows.reshape((-1,) + (1,) * (z.ndim - 1))
-        weights = jnp.ravel(jnp.broadcast_to(rows, z.shape))
     z = jnp.ravel(z)
     if family == "normal":
         factor = jnp.sqrt(newton.accurate_sum(weights * z * z) / jnp.sum(weights))
