@@ -98,6 +98,10 @@ class Hook:  # maps bayescal.* to the package's files, like setuptools' finder
         if base.with_suffix(".py").is_file():
             return spec_from_file_location(fullname, base.with_suffix(".py"))
         return None
+# the installed package is then not a path entry (a path-entry install of this
+# checkout, as `pip install -e .` now writes, would be found first): leave it out
+sys.path[:] = [p for p in sys.path
+               if not pathlib.Path(p or ".", "bayescal", "__init__.py").is_file()]
 sys.meta_path.insert(sys.meta_path.index(PathFinder) + 1, Hook)
 import bayescal
 assert not hasattr(bayescal, "__file__") or bayescal.__file__ is None, bayescal.__file__
