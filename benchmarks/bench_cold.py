@@ -270,6 +270,16 @@ def cases() -> dict:
             None,
         ),
         "prediction_sharpness": (lambda d, _: C.prediction_sharpness(d.prob), None),
+        "calibration_slope_intercept": (
+            lambda d, _: C.calibration_slope_intercept(d.label, d.prob),
+            None,
+        ),
+        "spiegelhalter_z": (lambda d, _: C.spiegelhalter_z(d.label, d.prob), None),
+        "hosmer_lemeshow": (lambda d, _: C.hosmer_lemeshow(d.label, d.prob), None),
+        "isotonic_calibration_index": (
+            lambda d, _: C.isotonic_calibration_index(d.label, d.prob),
+            None,
+        ),
         "top_label_calibration_error": (
             lambda d, _: C.top_label_calibration_error(d.mc_label, d.mc_prob),
             None,

@@ -143,6 +143,10 @@ CASES = {
     "log_loss": (C.log_loss, ("labels", "p"), {}),
     "brier_decomposition_binned": (C.brier_decomposition_binned, ("labels", "p"), {}),
     "prediction_sharpness": (C.prediction_sharpness, ("p",), {}),
+    "calibration_slope_intercept": (C.calibration_slope_intercept, ("labels", "p"), {}),
+    "spiegelhalter_z": (C.spiegelhalter_z, ("labels", "p"), {}),
+    "hosmer_lemeshow": (C.hosmer_lemeshow, ("labels", "p"), {}),
+    "isotonic_calibration_index": (C.isotonic_calibration_index, ("labels", "p"), {}),
 }
 WEIGHTED = {
     "crps_normal_weighted": (R.crps_normal, ("y", "loc", "scale")),

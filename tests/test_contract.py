@@ -85,6 +85,11 @@ METRICS = {
     "log_loss": (clf.log_loss, ("lab", "p"), {}),
     "brier_decomposition_binned": (clf.brier_decomposition_binned, ("lab", "p"), {}),
     "prediction_sharpness": (clf.prediction_sharpness, ("p",), {}),
+    "calibration_slope_intercept": (clf.calibration_slope_intercept, ("lab", "p"), {}),
+    "spiegelhalter_z": (clf.spiegelhalter_z, ("lab", "p"), {}),
+    "hosmer_lemeshow": (clf.hosmer_lemeshow, ("lab", "p"), {}),
+    "hosmer_lemeshow_dof": (clf.hosmer_lemeshow, ("lab", "p"), {"bins": 5, "dof": 5}),
+    "isotonic_calibration_index": (clf.isotonic_calibration_index, ("lab", "p"), {}),
     "top_label": (clf.top_label_calibration_error, ("cls", "probs"), {}),
     "marginal": (clf.marginal_calibration_error, ("cls", "probs"), {}),
 }

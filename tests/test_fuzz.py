@@ -310,6 +310,18 @@ TABLE = [
     Entry("classification.brier_score", clf.brier_score, _b_binary, ref_brier),
     Entry("classification.log_loss", clf.log_loss, _b_binary, ref_log_loss, rtol=1e-4),
     Entry("classification.brier_decomposition", clf.brier_decomposition, _b_binary),
+    Entry(
+        "classification.calibration_slope_intercept",
+        clf.calibration_slope_intercept,
+        _b_binary,
+    ),
+    Entry("classification.spiegelhalter_z", clf.spiegelhalter_z, _b_binary),
+    Entry("classification.hosmer_lemeshow", clf.hosmer_lemeshow, _b_binary),
+    Entry(
+        "classification.isotonic_calibration_index",
+        clf.isotonic_calibration_index,
+        _b_binary,
+    ),
     Entry("classification.fit_platt", clf.fit_platt, _b_score),
     Entry("classification.fit_isotonic", clf.fit_isotonic, _b_score),
     Entry("classification.fit_histogram_binning", clf.fit_histogram_binning, _b_binary),

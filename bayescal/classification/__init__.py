@@ -5,6 +5,10 @@ Metrics: :func:`reliability_curve`, :func:`expected_calibration_error`,
 :func:`brier_decomposition_binned` (Murphy), :func:`prediction_sharpness`, and for
 multiclass :func:`top_label_calibration_error`, :func:`marginal_calibration_error`.
 
+Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
+:func:`spiegelhalter_z`, :func:`hosmer_lemeshow`, :func:`isotonic_calibration_index`
+(ICI, E50, E90, Emax on the isotonic curve).
+
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`; cross-validated
@@ -50,6 +54,16 @@ from bayescal.classification._smooth import (
     smooth_reliability_band,
     smooth_reliability_curve,
 )
+from bayescal.classification._tests import (
+    CalibrationSlope,
+    HosmerLemeshowTest,
+    IsotonicCalibrationIndex,
+    SpiegelhalterTest,
+    calibration_slope_intercept,
+    hosmer_lemeshow,
+    isotonic_calibration_index,
+    spiegelhalter_z,
+)
 from bayescal.classification._uncertainty import (
     acceptance_intervals,
     bootstrap_reliability_curve,
@@ -78,6 +92,15 @@ __all__ = [
     "BrierDecomposition",
     "MurphyDecomposition",
     "PredictionSharpness",
+    # calibration tests and summaries
+    "calibration_slope_intercept",
+    "spiegelhalter_z",
+    "hosmer_lemeshow",
+    "isotonic_calibration_index",
+    "CalibrationSlope",
+    "SpiegelhalterTest",
+    "HosmerLemeshowTest",
+    "IsotonicCalibrationIndex",
     # calibrators
     "fit_platt",
     "fit_isotonic",
