@@ -508,11 +508,11 @@ def peer_session(d: Data, t: Data) -> dict:
     factor = np.sqrt(np.mean(((d.y - d.loc) / d.scale) ** 2))
     z = (d.y - d.loc) / d.scale
     crps = d.scale * (z * (2 * norm.cdf(z) - 1) + 2 * norm.pdf(z) - 1 / np.sqrt(np.pi))
-    # ECE, 15 uniform bins: calibration_curve drops empty bins and returns no counts.
+    # ECE and the reliability curve, 15 uniform bins (bayescal's default for both):
+    # calibration_curve drops empty bins and returns no counts.
     true15, pred15 = calibration_curve(d.label, d.prob, n_bins=15)
     counts = np.bincount(np.searchsorted(np.linspace(0, 1, 16)[1:-1], d.prob), minlength=15)
     ece = np.sum(counts[counts > 0] * np.abs(true15 - pred15)) / d.n
-    true10, _ = calibration_curve(d.label, d.prob, n_bins=10)
     lr = LogisticRegression(C=np.inf, solver="lbfgs", tol=1e-8, max_iter=1000)
     lr.fit(logit(d.prob)[:, None], d.label)
     iso = IsotonicRegression(out_of_bounds="clip").fit(d.prob, d.label)
@@ -532,7 +532,7 @@ def peer_session(d: Data, t: Data) -> dict:
         "sigma_apply": factor * t.scale,
         "crps": np.mean(crps),
         "ece": ece,
-        "reliability_observed": true10,
+        "reliability_observed": true15,
         "brier": brier_score_loss(d.label, d.prob),
         "log_loss": log_loss(d.label, d.prob),
         "platt_apply": lr.predict_proba(logit(t.prob)[:, None])[:, 1],
