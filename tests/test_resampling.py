@@ -443,6 +443,27 @@ def test_resample_draws_are_bootstrap_multiplicities(xla):
     np.testing.assert_array_less(np.abs(exact.var(0) - var), 4 * se_var)
 
 
+def test_multinomial_by_conditional_binomials_has_multinomial_moments():
+    # JAX before 0.5 has no jax.random.multinomial: on a mesh, cell_draws draws the
+    # counts as conditional binomials. They sum to n, leave empty cells empty, and have
+    # the multinomial means n p and variances n p (1 - p), within 4 standard errors
+    # (those of the sample variance from the fourth central moment).
+    from bayescal._src.bands import _multinomial_by_binomials
+
+    b, n = 4000, 50.0
+    p = np.array([0.1, 0.0, 0.3, 0.6])
+    keys = jax.random.split(jax.random.key(11), b)
+    draws = np.asarray(jax.vmap(
+        lambda k: _multinomial_by_binomials(k, n, jnp.asarray(p, FLOAT), FLOAT)
+    )(keys), np.float64)
+    assert (draws.sum(axis=1) == n).all() and (draws[:, 1] == 0).all()
+    mean, var = n * p, n * p * (1 - p)
+    np.testing.assert_array_less(np.abs(draws.mean(0) - mean), 4 * np.sqrt(var / b) + 1e-9)
+    centred = draws - draws.mean(0)
+    se_var = np.sqrt(((centred**4).mean(0) - draws.var(0) ** 2) / b)
+    np.testing.assert_array_less(np.abs(draws.var(0) - var), 4 * se_var + 1e-9)
+
+
 # --------------------------------------------------- regression bootstrap helpers
 
 

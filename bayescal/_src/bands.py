@@ -484,6 +484,22 @@ def use_xla_draws() -> bool:
     return several_devices() or _XLA_DRAWS.get()
 
 
+def _multinomial_by_binomials(key, n, p, dtype):
+    """Multinomial counts as conditional binomials, cell after cell (exact): for JAX
+    before 0.5, which has ``jax.random.binomial`` but no ``multinomial``."""
+    tail = jnp.cumsum(p[::-1])[::-1]  # the probability left from each cell on
+
+    def step(left, cell):
+        k, pk, rest = cell
+        q = jnp.where(rest > 0, jnp.clip(pk / jnp.where(rest > 0, rest, 1), 0, 1), 0)
+        c = jnp.round(jax.random.binomial(k, left, q)).astype(dtype)
+        return left - c, c
+
+    cells = (jax.random.split(key, p.shape[-1]), p, tail)
+    _, counts = jax.lax.scan(step, jnp.asarray(n, dtype), cells)
+    return counts
+
+
 def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multinomial"):
     """Random counts (or weights) per cell for one key, in ``weights``' dtype, exact:
     ``"multinomial"``: ``n`` trials over cells of probability proportional to
@@ -514,6 +530,8 @@ def cell_draws(key: jax.Array, n: Any, weights: jax.Array, *, kind: str = "multi
         if kind != "multinomial":
             raise NotImplementedError(f"{kind} draws on several devices")
         p = weights / jnp.sum(weights)
+        if not hasattr(jax.random, "multinomial"):  # JAX < 0.5
+            return _multinomial_by_binomials(key, n, p, dtype)
         return jax.random.multinomial(key, jnp.asarray(n, dtype), p, dtype=dtype)
     out = jax.ShapeDtypeStruct(weights.shape, dtype)
     return jax.pure_callback(
