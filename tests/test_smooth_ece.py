@@ -201,3 +201,50 @@ def test_plot_draws_curve_band_and_density():
     ax2 = plot.smooth_reliability_diagram(y, p, density=False)
     assert len(ax2.collections) == 0
     matplotlib.pyplot.close("all")
+
+
+@pytest.mark.parametrize(("seed", "n", "power"), [(5, 500, 1.5), (2, 40000, 1.0)])
+def test_band_eager_two_programs_equal_the_searching_program(seed, n, power):
+    # Eagerly with bandwidth=None the band runs the smooth-ECE search first and then a
+    # program with the bandwidth's grid fixed; under jit the search runs inside the one
+    # program. Both must give the same band (the same resamples, the same bandwidth).
+    # n = 40000 calibrated: a bandwidth below 0.01, whose grid is larger than 1001.
+    y, p = _data(seed, n, power)
+    y, p = y.astype(DT), p.astype(DT)
+    kw = {"num_samples": 12, "num_points": 40}
+    eager = smooth_reliability_band(7, y, p, **kw)
+    traced = jax.jit(lambda k, a, b: smooth_reliability_band(k, a, b, **kw))(
+        jax.random.key(7), y, p
+    )
+    _, sigma = smooth_calibration_error(y, p, return_bandwidth=True)
+    if n == 40000:
+        assert sigma < 0.01  # the case this parameter is for
+    fixed = smooth_reliability_band(7, y, p, bandwidth=sigma, **kw)
+    for got in (traced, fixed):
+        for a, b in zip(eager, got, strict=True):
+            assert (a is None) == (b is None)
+            if a is None:  # the curve's edges: none for a smooth curve
+                continue
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_band_mesh_of_the_bandwidth_eagerly():
+    # num_points=None: relplot's smECE mesh max(round(10 / sigma), 200) for the fixed
+    # point (eagerly the bandwidth is known before the band's program is compiled)
+    y, p = _data(9, 300, 2.0)
+    _, sigma = smooth_calibration_error(y, p, return_bandwidth=True)
+    band = smooth_reliability_band(0, y, p, num_points=None, num_samples=5)
+    assert band.expected.shape == (max(round(10 / sigma), 200),)
+
+
+def test_pointwise_quantiles_equal_numpy():
+    # numpy.quantile, method "linear" (its default), is the reference
+    from bayescal.classification._smooth import _pointwise_quantiles
+
+    r = np.random.default_rng(3)
+    for m, level in [(200, 0.95), (7, 0.5), (2, 0.9), (51, 0.999)]:
+        x = r.normal(size=(m, 13)).astype(DT)
+        lo, hi = _pointwise_quantiles(jnp.asarray(x), jnp.asarray(level, DT))
+        ref = np.quantile(x.astype(np.float64), [(1 - level) / 2, (1 + level) / 2], axis=0)
+        np.testing.assert_allclose(np.asarray(lo), ref[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(hi), ref[1], rtol=1e-5, atol=1e-6)

@@ -143,14 +143,19 @@ _COMMON_GRID = _grid_sizes(0.01)[0]
 
 
 def _smooth(f, rows, sigma, grid, mesh, grid_size, mesh_size, *, common=False):
-    """The mesh ``t`` and the smoothed ``rows`` on it (``[R, mesh_size]``).
+    """The mesh ``t`` and the smoothed ``rows`` on it (``[R, mesh_size]``)."""
+    spread = _to_grid(f, rows, grid, grid_size)
+    return _smooth_spread(spread, sigma, grid, mesh, grid_size, mesh_size, common=common)
+
+
+def _smooth_spread(spread, sigma, grid, mesh, grid_size, mesh_size, *, common=False):
+    """:func:`_smooth` of values already spread onto the grid (``[..., grid_size]``).
 
     ``common``: with a traced ``grid``, convolve at the static size
     :data:`_COMMON_GRID` when ``grid`` is that (a second compiled convolution, for
     loops that smooth many times).
     """
-    t = _linspace(mesh, mesh_size, f.dtype)
-    spread = _to_grid(f, rows, grid, grid_size)
+    t = _linspace(mesh, mesh_size, spread.dtype)
 
     def smoothed(e, size):
         def run(v):
@@ -466,21 +471,39 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
         # a resample's multiplicities of the first n observations (NumPy's draws on one
         # device: JAX's threefry for N indices was ~2/3 of this program's compile time)
         counts = cell_draws(k, n, base, kind="resample")
-        # job 0 is the data itself: one compiled curve serves the data and the band
+        # job 0 is the data itself: one compiled loop serves the data and the band
         weights = jnp.where(index == 0, base, counts)
-        _, mu, dens = _curve(y, p, weights, sigma, grid, grid_size, mesh, common=True)
-        return mu, dens
+        return _to_grid(p, jnp.stack([y * weights, weights]), grid, grid_size)
 
     # Whole batches only (a remainder would compile the loop body a second time): the
-    # extra curves are computed and dropped.
+    # extra curves are computed and dropped. The loop only spreads each resample onto
+    # the grid; the convolutions of all of them run once after it, batched (a third
+    # less compile time than a convolution in the loop body).
     jobs = -(-(num_samples + 1) // _BAND_BATCH) * _BAND_BATCH
     keys = jax.random.split(key, jobs - 1)
     keys = jnp.concatenate([keys[:1], keys])  # job 0's key is not used
-    mu, dens = jax.lax.map(one, (jnp.arange(jobs), keys), batch_size=_BAND_BATCH)
+    spread = jax.lax.map(one, (jnp.arange(jobs), keys), batch_size=_BAND_BATCH)
+    t, sm = _smooth_spread(spread, sigma, grid, mesh, grid_size, mesh, common=True)
+    dens = sm[:, 1] + _DENSITY_EPS
+    mu = sm[:, 0] / dens  # relplot's KernelSmoother (as _curve)
+    lower, upper = _pointwise_quantiles(mu[1 : num_samples + 1], level)
+    return t, mu[0], dens[0], lower, upper
+
+
+def _pointwise_quantiles(curves: jax.Array, level: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``jnp.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)`` (NumPy's
+    ``linear`` method), written out: one sort and two rows read (jnp.quantile's
+    general code took ~1/5 of the band program's compile time)."""
+    m = curves.shape[0]
+    ordered = jnp.sort(curves, axis=0)
     alpha = (1 - level) / 2
-    q = jnp.stack([alpha, 1 - alpha])
-    lower, upper = jnp.quantile(mu[1 : num_samples + 1], q, axis=0)
-    return _linspace(mesh, mesh, p.dtype), mu[0], dens[0], lower, upper
+    pos = jnp.stack([alpha, 1 - alpha]) * (m - 1)
+    lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, m - 1)
+    hi = jnp.minimum(lo + 1, m - 1)
+    frac = (pos - lo.astype(pos.dtype))[:, None]
+    below, above = jnp.take(ordered, lo, axis=0), jnp.take(ordered, hi, axis=0)
+    out = below + frac * (above - below)
+    return out[0], out[1]
 
 
 def smooth_reliability_band(
@@ -536,11 +559,29 @@ def smooth_reliability_band(
     # Padded to a bucket only where the resampling draws of the padded length begin
     # with the unpadded ones (the result must not depend on the bucket).
     band = _band_bucketed if random_prefix_stable(key) else _band_unpadded
-    options = dict(num_points=num_points, num_samples=num_samples, level=level)
-    return band(key, y_true, y_prob, bandwidth=bandwidth, **options)
+    options = dict(num_samples=num_samples, level=level)
+    if bandwidth is None and not any(
+        isinstance(a, jax.core.Tracer) for a in jax.tree.leaves((key, y_true, y_prob))
+    ):
+        # Eagerly, two programs: the smooth-ECE bandwidth search (the program of
+        # smooth_calibration_error, shared with it and with smooth_reliability_curve),
+        # then the band at that bandwidth with its grid known before compiling: one
+        # convolution size and no search in the resampling program (0.87 s -> see
+        # docs/benchmarks.md for the first call; equal to float precision).
+        _, found = _smooth_calibration_error(y_true, y_prob, bandwidth=None)
+        grid, mesh = _grid_sizes(float(found))
+        points = mesh if num_points is None else num_points
+        return band(
+            key, y_true, y_prob, bandwidth=found, grid=grid, num_points=points, **options
+        )
+    return band(
+        key, y_true, y_prob, bandwidth=bandwidth, grid=None, num_points=num_points, **options
+    )
 
 
-def _band(key, y_true, y_prob, *, bandwidth, num_points, num_samples, level):
+def _band(key, y_true, y_prob, *, bandwidth, grid, num_points, num_samples, level):
+    """``grid``: None, or the static convolution grid of a ``bandwidth`` found by the
+    search (then an array, the search's exact multiple of 1 / 1024)."""
     k = as_key(key)
     # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
     y_true, y_prob = gather_all((y_true, y_prob), "The smooth reliability band")
@@ -548,7 +589,10 @@ def _band(key, y_true, y_prob, *, bandwidth, num_points, num_samples, level):
     num_samples = _v.check_positive_int(num_samples, "num_samples", minimum=2)
     lev = check_level(level)
     w = _v.mask_weights(None, p.shape, p.dtype)
-    bw, _ = _resolve(y, p, w, bandwidth)
+    if grid is None:
+        bw, _ = _resolve(y, p, w, bandwidth)
+    else:
+        bw = _Bandwidth(jnp.asarray(bandwidth, p.dtype), grid, grid)
     mesh = _mesh_size(num_points, bw.sigma)
     s = jnp.asarray(bw.sigma, p.dtype)
     n = _v.observation_count(p, 0)
