@@ -111,7 +111,9 @@ def _beta_cf(a: jax.Array, b: jax.Array, x: jax.Array) -> jax.Array:
     Lentz), iterated until every element converged (at most ``4 sqrt(a + b) + 64``
     terms: it converges in ``O(sqrt(max(a, b)))`` for ``x < (a + 1) / (a + b + 2)``)."""
     dtype = x.dtype
-    tiny = jnp.asarray(jnp.finfo(dtype).tiny * 1e3 if dtype == jnp.float32 else 1e-300, dtype)
+    tiny = jnp.asarray(
+        jnp.finfo(dtype).tiny * 1e3 if dtype == jnp.float32 else 1e-300, dtype
+    )
     eps = jnp.finfo(dtype).eps
     qab, qap, qam = a + b, a + 1, a - 1
     c = jnp.ones_like(x)
@@ -298,7 +300,7 @@ def device_t_quantile(p: jax.Array, df) -> jax.Array:
     if dtype == jnp.float32:
         # float32 betainc loses digits at large nu/2 (lgamma differences): there the
         # expansion of t in 1/nu around the normal quantile (Abramowitz & Stegun
-        # 26.7.5, four terms; the next is below 1e-6 relative for nu >= 1e3, z <= 6)
+        # 26.7.5, four terms; the next is below 1e-6 relative for nu >= 200, z <= 6)
         z = -ndtri(target)
         z2 = z * z
         g1 = (z2 + 1) * z / 4
@@ -306,7 +308,7 @@ def device_t_quantile(p: jax.Array, df) -> jax.Array:
         g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
         g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
         expansion = z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
-        t = jnp.where(df >= 1e3, expansion, t)
+        t = jnp.where(df >= 200, expansion, t)
     t = jnp.where(target <= 0, jnp.inf, jnp.where(p == 0.5, 0, t))
     out = jnp.where(p < 0.5, -t, t)
     bad = jnp.isnan(p) | (p < 0) | (p > 1) | ~(df > 0)
