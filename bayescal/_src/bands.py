@@ -27,6 +27,7 @@ from jax.typing import ArrayLike
 from bayescal._src import validation as _v
 from bayescal._src.binning import count_at_or_below
 from bayescal._src.bucketing import bucket_floor
+from bayescal._src.device_quantiles import device_binomial_ppf
 from bayescal._src.isotonic import isotonic_kernel
 from bayescal._src.resampling import (
     check_batch_size,
@@ -34,7 +35,7 @@ from bayescal._src.resampling import (
     check_level,
     default_batch_size,
 )
-from bayescal._src.sorting import gather_whole, several_devices, sort_last_axis
+from bayescal._src.sorting import by_platform, gather_whole, several_devices, sort_last_axis
 
 __all__ = [
     "Band",
@@ -99,6 +100,8 @@ def _host_binom_ppf(q: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
+    """``binom.ppf``: on the host (scipy, float64) on CPU, by bisection in XLA
+    (:func:`bayescal._src.device_quantiles.device_binomial_ppf`) elsewhere."""
     dtype = p.dtype
 
     def host(q_, n_, p_):
@@ -106,7 +109,14 @@ def _ppf_callback(q: jax.Array, n: jax.Array, p: jax.Array) -> jax.Array:
 
     shape = jnp.broadcast_shapes(q.shape, n.shape, p.shape)
     out = jax.ShapeDtypeStruct(shape, dtype)
-    return jax.pure_callback(host, out, q, n, p, vmap_method="broadcast_all")
+
+    def cpu(q, n, p):
+        return jax.pure_callback(host, out, q, n, p, vmap_method="broadcast_all")
+
+    def device(q, n, p):
+        return device_binomial_ppf(q, n, p).astype(dtype)
+
+    return by_platform(q, n, p, cpu=cpu, default=device)
 
 
 def _check_counts(count: ArrayLike, name: str) -> jax.Array:

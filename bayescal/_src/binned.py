@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.binning import bin_sums
-from bayescal._src.sorting import several_devices, sort_last_axis
+from bayescal._src.sorting import by_platform, several_devices, sort_last_axis
 
 __all__ = [
     "uniform_edges",
@@ -97,7 +97,7 @@ def quantile_edges(x: jax.Array, num_bins: int, mask: jax.Array | None = None) -
     if several_devices():
         return device(x, n)
     m = jnp.broadcast_to(jnp.asarray(n, jnp.int32), x.shape[:-1])
-    return jax.lax.platform_dependent(
+    return by_platform(
         x,
         m,
         cpu=lambda v, c: _host_quantile_edges(v, c, num_bins),

@@ -12,6 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import betainc, gammaln, ndtr, ndtri
 
+from bayescal._src.device_quantiles import device_t_quantile
+from bayescal._src.sorting import by_platform
+
 __all__ = ["FAMILIES", "log_density", "cdf", "quantile"]
 
 FAMILIES = ("normal", "student_t", "laplace")
@@ -66,5 +69,10 @@ def quantile(p: jax.Array, family: str, df) -> jax.Array:
         return -jnp.sign(c) * jnp.log1p(-2 * jnp.abs(c))
     df_arr = jnp.full(p.shape, df, p.dtype)
     out = jax.ShapeDtypeStruct(p.shape, p.dtype)
-    # scipy's stdtrit (Cephes) is the reference t quantile; called on the host.
-    return jax.pure_callback(_host_t_quantile, out, p, df_arr, vmap_method="broadcast_all")
+
+    def host(p, df):
+        # scipy's stdtrit (Cephes) is the reference t quantile; called on the host.
+        return jax.pure_callback(_host_t_quantile, out, p, df, vmap_method="broadcast_all")
+
+    # on accelerators by bisection on betainc, without a host round trip
+    return by_platform(p, df_arr, cpu=host, default=device_t_quantile)

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.binning import two_sum
-from bayescal._src.sorting import gather_all, several_devices
+from bayescal._src.sorting import by_platform, gather_all, several_devices
 
 __all__ = ["SMALL_ROW", "device_isotonic", "isotonic_kernel"]
 
@@ -269,12 +269,13 @@ def _pav_primal(y: jax.Array, w: jax.Array, increasing: bool) -> jax.Array:
     if several_devices():
         return device_isotonic(y, w, increasing)
     out = jax.ShapeDtypeStruct(y.shape, y.dtype)
-    return jax.pure_callback(
-        _HOST_PAV[increasing],
-        out,
-        y,
-        w,
-        vmap_method="expand_dims",
+
+    def host(y, w):
+        return jax.pure_callback(_HOST_PAV[increasing], out, y, w, vmap_method="expand_dims")
+
+    # on an accelerator the device PAV: no device -> host -> device round trip
+    return by_platform(
+        y, w, cpu=host, default=lambda y, w: device_isotonic(y, w, increasing)
     )
 
 

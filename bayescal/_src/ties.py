@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src.isotonic import isotonic_kernel
-from bayescal._src.sorting import gather_all, several_devices
+from bayescal._src.sorting import by_platform, gather_all, several_devices
 
 __all__ = ["IsotonicFit", "PooledTies", "argsort_last_axis", "isotonic_fit", "pool_ties"]
 
@@ -50,7 +50,7 @@ def argsort_last_axis(x: jax.Array) -> jax.Array:
     """
     if several_devices():
         return jnp.argsort(x, axis=-1).astype(jnp.int32)
-    return jax.lax.platform_dependent(
+    return by_platform(
         x,
         cpu=_cpu_argsort,
         default=lambda v: jnp.argsort(v, axis=-1).astype(jnp.int32),
@@ -224,7 +224,7 @@ def _isotonic_fit_1d(x: jax.Array, y: jax.Array, w: jax.Array | None) -> Isotoni
     if several_devices():
         order, group, thresholds, mean, weight, num = _xla_pool(x, y, w)
     else:
-        order, group, thresholds, mean, weight, num = jax.lax.platform_dependent(
+        order, group, thresholds, mean, weight, num = by_platform(
             x, y, w, cpu=_cpu_pool, default=_xla_pool
         )
     valid = jnp.arange(x.shape[-1]) < num
