@@ -21,6 +21,7 @@ from bayescal.classification import (
     brier_score,
     expected_calibration_error,
     fit_isotonic,
+    fit_platt,
     log_loss,
     reliability_curve,
 )
@@ -311,12 +312,154 @@ def test_isotonic_recalibrator_and_its_maps_equal_kernel(pit, seed):
             assert_same(got_map, want_map)
 
 
+# --------------------------------------------------------------------------- more twins
+def test_levels_equal_jax_linspace():
+    # the curves' levels: jnp.linspace(0, 1, m) in the dtype, bit for bit (the counts
+    # at a level are exact only if the levels are the same floats)
+    u = np.array([0.25, 0.5], DT)
+    for m in list(range(2, 400)) + [1000, 1001, 4097, 10_000]:
+        want = np.asarray(jnp.linspace(0.0, 1.0, m, dtype=DT))
+        np.testing.assert_array_equal(host._levels(m, np.dtype(DT)), want)
+        if m % 20 == 0 or m > 400:  # and the kernel's own levels (inside jit)
+            with host.disabled():
+                kernel = reg.calibration_curve(u, num_levels=m).expected
+            np.testing.assert_array_equal(host._levels(m, np.dtype(DT)), kernel)
+
+
+@st.composite
+def normal_data(draw, max_n=1500):
+    """Observations, locations and scales (tails out to 9 sigma, ties), and weights."""
+    n = draw(st.integers(1, max_n))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    loc = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e3]))
+    scale = rng.uniform(0.1, 3.0, size=n)
+    z = rng.normal(size=n) * draw(st.sampled_from([1.0, 3.0]))
+    z[: max(1, n // 10)] = rng.choice([0.0, -9.0, 9.0, 1.5], size=max(1, n // 10))
+    y = loc + z * scale
+    w = rng.uniform(size=n) * (rng.uniform(size=n) < 0.8)
+    w[0] = 1.0
+    convert = CONVERSIONS[draw(st.sampled_from(sorted(CONVERSIONS)))]
+    return tuple(convert(a.astype(DT)) for a in (y, loc, scale, w))
+
+
+@given(normal_data())
+def test_pit_normal_equals_kernel(data):
+    y, loc, scale, _ = data
+    got, want, answered = both(lambda: reg.pit_normal(y, loc, scale))
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(normal_data(), st.sampled_from(["mean", "sum", "none"]), st.booleans())
+def test_crps_normal_equals_kernel(data, reduction, weighted):
+    y, loc, scale, w = data
+    kw = {"reduction": reduction, "weights": w if weighted and reduction != "none" else None}
+    got, want, answered = both(lambda: reg.crps_normal(y, loc, scale, **kw))
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(normal_data(), st.booleans(), st.booleans())
+def test_sigma_scaling_and_its_map_equal_kernel(data, weighted, root):
+    y, loc, scale, w = data
+    got, want, answered = both(
+        lambda: reg.fit_sigma_scaling(y, loc, scale, weights=w if weighted else None)
+    )
+    # every residual 0 (or weighted 0) is an error: the kernel path raises it
+    assert answered == [want[1] is None]
+    assert_same(got, want)
+    if want[1] is not None:
+        return
+    for cal in (got[0], want[0]):
+        got_apply, want_apply, answered = both(lambda c=cal: c(scale))
+        assert answered == [True]
+        assert_same(got_apply, want_apply)
+    got, want, answered = both(lambda: reg.sharpness(scale, root=root))
+    assert answered == [True]
+    assert_same(got, want)
+
+
+@given(
+    pit_data(),
+    st.sampled_from([2, 5, 21, 100, 101]),
+    st.sampled_from(["quantile", "interval"]),
+    st.sampled_from(NORMS),
+)
+def test_pit_curves_equal_kernel(pit, num_levels, kind, norm):
+    # pit_data has ties on multiples of 1/20: on the levels of 21 and 101 (exact counts)
+    kw = {"num_levels": num_levels, "kind": kind}
+    got, want, answered = both(lambda: reg.calibration_curve(pit, **kw))
+    assert answered == [True]
+    assert_same(got, want)
+    # the levels exactly, and the counts behind the fractions
+    np.testing.assert_array_equal(got[0].expected, want[0].expected)
+    n = np.asarray(pit).size
+    counts = [np.rint(np.asarray(c[0].observed, np.float64) * n) for c in (got, want)]
+    np.testing.assert_array_equal(*counts)
+    got, want, answered = both(lambda: reg.calibration_error(pit, norm=norm, **kw))
+    assert answered == [True]
+    assert_same(got, want)
+    for levels in (num_levels, None):
+        got, want, answered = both(
+            lambda lv=levels: reg.miscalibration_area(pit, num_levels=lv, kind=kind)
+        )
+        assert answered == [True]
+        assert_same(got, want)
+
+
+@given(
+    binary_data(),
+    st.sampled_from([1, 2, 10, 15]),
+    st.sampled_from(["uniform", "quantile"]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_reliability_curve_equals_kernel(data, bins, strategy, weighted, return_edges):
+    y, p, w = data
+    kw = {"bins": bins, "strategy": strategy, "return_edges": return_edges}
+    got, want, answered = both(
+        lambda: reliability_curve(y, p, weights=w if weighted else None, **kw)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+    curve, ref = (got[0][0], want[0][0]) if return_edges else (got[0], want[0])
+    # the edges and the counts exactly
+    np.testing.assert_array_equal(curve.edges, ref.edges)
+    if not weighted:
+        np.testing.assert_array_equal(curve.weight, ref.weight)
+
+
+@pytest.mark.parametrize("n", [40, 600, 5000])
+@pytest.mark.parametrize("soft", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fit_platt_and_its_map_equal_kernel(n, soft, weighted):
+    # the loss is convex: the host's float64 Newton and the kernel's solver reach the
+    # same optimum (the kernel's docstring: ~1e-6 relative in float32, a floor of ~1e-7)
+    rng = np.random.default_rng(n + soft)
+    p = rng.uniform(0.01, 0.99, size=n).astype(DT)
+    y = (rng.uniform(size=n) < p**1.3).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    got, want, answered = both(lambda: fit_platt(y, p, soft_labels=soft, weights=w))
+    assert answered == [True]
+    (out, _), (ref, _) = got, want
+    for a, b in ((out.a, ref.a), (out.b, ref.b)):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape)
+        np.testing.assert_allclose(a, b, rtol=1e-5 if not X64 else 1e-9, atol=2e-7)
+    new = rng.uniform(size=(3, 17)).astype(DT)
+    for cal in (out, ref):
+        got_apply, want_apply, answered = both(lambda c=cal: c(new))
+        assert answered == [True]
+        assert_same(got_apply, want_apply)
+
+
 # --------------------------------------------------------------------------- bad input
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
 ISO_R = reg.fit_isotonic_recalibrator(CONFORMAL_LOC)
 ISO = fit_isotonic(CONFORMAL_Y > 0.5, CONFORMAL_LOC)
+SIGMA = reg.fit_sigma_scaling(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
+PLATT = fit_platt(CONFORMAL_Y > 0.5, np.clip(CONFORMAL_LOC, 0.01, 0.99))
 BAD = (
     [
         (fn, args, kwargs)
@@ -392,6 +535,27 @@ BAD = (
         (ISO_R, ([0.2, np.nan],), {}),
         (ISO, ([0.2, np.inf],), {}),
         (ISO, ([],), {}),
+        (reg.pit_normal, ([0.0, 1.0], [0.0, 0.0], [1.0, 0.0]), {}),
+        (reg.pit_normal, ([0.0, np.nan], [0.0, 0.0], [1.0, 1.0]), {}),
+        (reg.pit_normal, ([0.0, 1.0], [0.0], [1.0, 1.0, 1.0]), {}),
+        (reg.crps_normal, ([0.0, 1.0], [0.0, 0.0], [1.0, -1.0]), {}),
+        (reg.crps_normal, ([0.0, 1.0], [0.0, 0.0], [1.0, 1.0]), {"reduction": "avg"}),
+        (reg.crps_normal, ([0.0, 1.0], [0.0, 0.0], [1.0, 1.0]), {"weights": [0.0, 0.0]}),
+        (reg.sharpness, ([1.0, 0.0],), {}),
+        (reg.calibration_curve, ([0.2, 1.5],), {}),
+        (reg.calibration_error, ([0.2, 0.5],), {"norm": "l3"}),
+        (reg.calibration_error, ([0.2, 0.5],), {"num_levels": 1}),
+        (reg.miscalibration_area, ([0.2, np.nan],), {}),
+        (reg.miscalibration_area, ([0.2, 0.5],), {"kind": "central"}),
+        (reg.fit_sigma_scaling, ([1.0, 2.0], [1.0, 2.0], [1.0, 1.0]), {}),
+        (reg.fit_sigma_scaling, ([1.0, 2.0], [0.0, 2.0], [1.0, 0.0]), {}),
+        (SIGMA, ([1.0, -2.0],), {}),
+        (reliability_curve, ([0, 1], [0.2, 1.6]), {}),
+        (reliability_curve, ([0, 1], [0.2, 0.6]), {"return_edges": 1}),
+        (fit_platt, ([0, 0], [0.2, 0.6]), {}),
+        (fit_platt, ([0, 1], [0.0, 0.6]), {}),
+        (fit_platt, ([0, 1], [0.2, 0.6]), {"input": "logit"}),
+        (PLATT, ([0.2, 1.5],), {}),
     ]
 )
 

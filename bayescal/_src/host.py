@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -664,3 +665,410 @@ def isotonic_apply(calibrator: Any, y_score: Any) -> Any:
     if knots is None:
         return None
     return _device(_interp(s, *knots).astype(s.dtype))
+
+
+
+# --------------------------------------------------------------------------- regression
+_ERFC = np.frompyfunc(math.erfc, 1, 1)  # scipy.special's import costs ~0.2 s; this ~0
+
+
+def _ndtr(z: np.ndarray) -> np.ndarray:
+    """The standard normal CDF in float64, ``erfc(-z / sqrt 2) / 2`` (accurate tails)."""
+    z = np.asarray(z, np.float64)
+    return 0.5 * _ERFC(-z * math.sqrt(0.5)).astype(np.float64)
+
+
+def _flushed(a: np.ndarray) -> np.ndarray:
+    """Subnormal results as XLA on the CPU writes them: 0."""
+    return np.where(np.abs(a) < _limits(a.dtype).tiny, a.dtype.type(0), a)
+
+
+def _normal_predictive(
+    y_true: Any, loc: Any, scale: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``y``, ``scale`` and the standardized residual ``z`` in the kernels' arithmetic
+    (``(y - loc) / scale`` in the common dtype), or None."""
+    y, m, s = _vector(y_true), _vector(loc), _vector(scale)
+    if y is None or m is None or s is None or not y.shape == m.shape == s.shape:
+        return None
+    if not y.dtype == m.dtype == s.dtype:
+        return None  # the kernel's promotion decides
+    if not (_normal(y) and _normal(m) and _normal(s, 0) and s.min() > 0):
+        return None
+    d = y - m
+    if not _normal(d):
+        return None
+    z = d / s
+    return (y, s, z) if _normal(z) else None
+
+
+def pit_normal(y_true: Any, loc: Any, scale: Any) -> jax.Array | None:
+    """:func:`bayescal.regression.pit_normal` on the host."""
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    _, _, z = data
+    return _device(_flushed(_ndtr(z).astype(z.dtype)))
+
+
+def crps_normal(
+    y_true: Any, loc: Any, scale: Any, *, weights: Any = None, reduction: str = "mean"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.crps_normal` on the host."""
+    if reduction not in _REDUCTIONS:
+        return None
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    y, s, z = data
+    w = None
+    if weights is not None:
+        w = _floats(weights)
+        if w is None or w.shape != y.shape:
+            return None
+        w = w.astype(y.dtype)
+        if not (_normal(w, 0) and w.max() > 0):
+            return None
+    z64 = z.astype(np.float64)
+    pdf = np.exp(-0.5 * z64 * z64) / math.sqrt(2 * math.pi)
+    crps = s * (z64 * (2 * _ndtr(z64) - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
+    if reduction == "none":
+        return _device(_flushed(crps.astype(y.dtype)))
+    return _reduce(crps, w, reduction, y.dtype)
+
+
+def sharpness(scale: Any = None, *, draws: Any = None, root: Any = False) -> jax.Array | None:
+    """:func:`bayescal.regression.sharpness` of scales on the host."""
+    if draws is not None or scale is None or not isinstance(root, bool):
+        return None
+    s = _vector(scale)
+    if s is None or not (_normal(s, 0) and s.min() > 0):
+        return None
+    s64 = s.astype(np.float64)
+    top = s64.max()
+    rms = math.sqrt(np.add.reduce((s64 / top) ** 2) / s.size) * top
+    out = np.asarray(rms if root else rms * rms, s.dtype)
+    if not (np.isfinite(out) and out >= _limits(s.dtype).tiny):
+        return None  # the kernel flushes, or raises its overflow message
+    return _device(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _levels(num_levels: int, dtype: np.dtype) -> np.ndarray:
+    """``jnp.linspace(0, 1, num_levels, dtype)``: ``i * (1 / (m - 1))``, each rounded
+    to the dtype, then 1 (XLA divides by a constant as a product with its reciprocal;
+    tests/test_host_path.py checks these floats against JAX's levels and the
+    kernels'). Read-only."""
+    levels = np.ones(num_levels, dtype)
+    step = dtype.type(1) / dtype.type(num_levels - 1)
+    levels[:-1] = np.arange(num_levels - 1, dtype=dtype) * step
+    levels.flags.writeable = False
+    return levels
+
+
+_KINDS = ("quantile", "interval")
+_MAX_LEVELS = 10_000  # more levels: the kernel path (its own checks and limits)
+
+
+def _pit(pit: Any, kind: Any) -> np.ndarray | None:
+    """The values whose ECDF is the curve (``u`` or ``|2u - 1|``), sorted, or None."""
+    u = _vector(pit)
+    if u is None or kind not in _KINDS or not _normal(u, 0, 1):
+        return None
+    v = u if kind == "quantile" else np.abs(2 * u - 1)
+    return np.sort(v)
+
+
+def _observed(pit: Any, num_levels: Any, kind: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The levels and the curve's observed fractions ``#{v <= level} / n``."""
+    if not isinstance(num_levels, int | np.integer) or isinstance(num_levels, bool):
+        return None
+    if not 2 <= num_levels <= _MAX_LEVELS:
+        return None
+    v = _pit(pit, kind)
+    if v is None:
+        return None
+    levels = _levels(int(num_levels), v.dtype)
+    counts = np.searchsorted(v, levels, side="right")
+    # the kernel's counts / n: XLA multiplies by the reciprocal (an ulp from dividing)
+    return levels, counts.astype(v.dtype) * (v.dtype.type(1) / v.dtype.type(v.size))
+
+
+def calibration_curve(pit: Any, *, num_levels: Any = 100, kind: Any = "quantile") -> Any:
+    """:func:`bayescal.regression.calibration_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    return CalibrationCurve(
+        _device(levels), _device(observed), _device(np.ones_like(levels))
+    )
+
+
+def calibration_error(
+    pit: Any, *, norm: Any = "l1", num_levels: Any = 100, kind: Any = "quantile"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.calibration_error` on the host."""
+    if norm not in _NORMS:
+        return None
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    gap = np.abs(observed.astype(np.float64) - levels)
+    if norm == "l1":
+        return _result(gap.mean(), levels.dtype)
+    if norm == "l2":
+        return _result(math.sqrt(np.mean(gap * gap)), levels.dtype)
+    return _result(gap.max(), levels.dtype)
+
+
+def miscalibration_area(
+    pit: Any, *, num_levels: Any = None, kind: Any = "quantile"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.miscalibration_area` on the host."""
+    if num_levels is None:  # the exact area of the ECDF (functionals.ecdf_area_to_diagonal)
+        v = _pit(pit, kind)
+        if v is None:
+            return None
+        n = v.size
+        ends = np.concatenate([[0.0], v.astype(np.float64), [1.0]])
+        k = np.arange(n + 1) / n
+
+        def g(t: np.ndarray) -> np.ndarray:
+            return t * np.abs(t)
+
+        return _result(0.5 * np.sum(g(ends[1:] - k) - g(ends[:-1] - k)), v.dtype)
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    # functionals.area_between(levels, observed - levels): crossings exactly
+    d = observed.astype(np.float64) - levels  # exact: both in the dtype
+    h = np.diff(levels.astype(np.float64))
+    d0, d1 = d[:-1], d[1:]
+    total = np.abs(d0) + np.abs(d1)
+    crossing = d0 * d1 < 0
+    safe = np.where(total == 0, 1, total)
+    seg = np.where(crossing, h * (d0 * d0 + d1 * d1) / (2 * safe), h * total / 2)
+    return _result(seg.sum(), levels.dtype)
+
+
+def fit_sigma_scaling(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    family: Any = "normal",
+    df: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.regression.fit_sigma_scaling` (Normal family) on the host."""
+    if family != "normal" or df is not None:
+        return None
+    from bayescal.regression._recalibration import SigmaScalingCalibrator
+
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    y, _, z = data
+    if not np.abs(z).max() < 1e18:  # z * z overflows float32 in the kernel
+        return None
+    z2 = z.astype(np.float64) ** 2
+    if weights is None:
+        total, wsum = np.add.reduce(z2), float(z.size)
+    else:
+        w = _floats(weights)
+        if w is None or w.shape != y.shape:
+            return None
+        w = w.astype(y.dtype)
+        if not (_normal(w, 0) and w.max() > 0):
+            return None
+        total, wsum = np.add.reduce(w * z2), np.add.reduce(w, dtype=np.float64)
+    if not total > 0:
+        return None  # every residual 0: the kernel raises its message
+    factor = np.asarray(math.sqrt(total / wsum), y.dtype)
+    if not _normal(factor.reshape(1), _limits(y.dtype).tiny):
+        return None
+    return SigmaScalingCalibrator(_device(factor), "normal", None)
+
+
+def _scalar(x: Any) -> np.ndarray | None:
+    """A fitted parameter (a concrete 0-d array in host memory), or None."""
+    if not isinstance(x, jax.Array) or x.ndim != 0 or not host_resident(x):
+        return None
+    return np.asarray(x)
+
+
+def sigma_apply(calibrator: Any, scale: Any) -> jax.Array | None:
+    """``SigmaScalingCalibrator.__call__`` on the host."""
+    s = _floats(scale)
+    factor = _scalar(calibrator.factor)
+    if s is None or factor is None or s.size == 0:
+        return None
+    flat = s.reshape(-1)
+    if not (_normal(flat, 0) and flat.min() > 0):
+        return None
+    out = (s * factor).astype(s.dtype)
+    return _device(out) if _normal(out.reshape(-1), 0) else None
+
+
+# --------------------------------------------------------------------------- classification
+def reliability_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 15,
+    strategy: Any = "uniform",
+    weights: Any = None,
+    return_edges: Any = False,
+) -> Any:
+    """:func:`bayescal.classification.reliability_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+
+    if not isinstance(return_edges, bool):
+        return None
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    edges = _edges(bins, strategy, p)
+    if edges is None:
+        return None
+    num = edges.size - 1
+    idx = _bin_index(p, edges)
+    if w is None:
+        count = np.bincount(idx, minlength=num)
+        weight = count.astype(np.int64 if jax.config.jax_enable_x64 else np.int32)
+        sum_p, sum_y = np.bincount(idx, p, num), np.bincount(idx, y, num)
+    else:
+        count = np.bincount(idx, w, num)
+        weight = count.astype(p.dtype)
+        sum_p, sum_y = np.bincount(idx, w * p, num), np.bincount(idx, w * y, num)
+    mid = (edges.dtype.type(0.5) * (edges[1:] + edges[:-1])).astype(p.dtype)
+    full = count > 0
+    safe = np.where(full, count, 1)
+    expected = np.where(full, sum_p / safe, mid).astype(p.dtype)
+    observed = np.where(full, sum_y / safe, mid).astype(p.dtype)
+    if not (_normal(expected) and _normal(observed)):
+        return None
+    e = _device(edges)
+    curve = CalibrationCurve(_device(expected), _device(observed), _device(weight), edges=e)
+    return (curve, e) if return_edges else curve
+
+
+def _logit(p: np.ndarray, eps: float | None) -> np.ndarray | None:
+    """``log(p) - log1p(-p)`` in ``p``'s dtype (clipped with ``eps``); None at 0 or 1."""
+    if eps is not None:
+        p = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    elif p.size and not (p.min() > 0 and p.max() < 1):
+        return None
+    return np.log(p) - np.log1p(-p)
+
+
+def fit_platt(
+    y_true: Any,
+    y_score: Any,
+    *,
+    input: Any = "prob",
+    soft_labels: Any = True,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_platt` on the host: the same optimum (the loss
+    is convex) by Newton's method with step halving in float64."""
+    if input not in ("prob", "score") or not isinstance(soft_labels, bool):
+        return None
+    if eps is not None and (input != "prob" or type(eps) is not float or not 0 < eps < 0.5):
+        return None
+    from bayescal.classification._calibrators import PlattCalibrator
+
+    data = _binary(y_true, y_score, weights, input == "prob")
+    if data is None:
+        return None
+    y, s, w = data
+    f = _logit(s, eps) if input == "prob" else s
+    if f is None or not _normal(f):
+        return None
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+    theta = _logistic(f.astype(np.float64), y.astype(np.float64), w, soft_labels)
+    if theta is None:
+        return None
+    a, b = (np.asarray(-v, s.dtype) for v in theta)
+    return PlattCalibrator(_device(a), _device(b), input, eps)
+
+
+def _logistic(
+    f: np.ndarray, y: np.ndarray, w: np.ndarray, soft_labels: bool
+) -> tuple[float, float] | None:
+    """``(beta, c)`` minimising the weighted logistic loss of ``t`` on ``beta f + c``
+    (Platt's soft targets or the labels), or None where the kernel would not converge
+    (separable data: a loss of ~0) or the classes are not both present."""
+    n_pos = float(np.dot(w, y))
+    n = float(w.sum())
+    n_neg = n - n_pos
+    if not (n_pos > 0 and n_neg > 0):
+        return None
+    t = y
+    if soft_labels:
+        t = np.where(y > 0.5, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+    def loss(beta: float, c: float) -> float:
+        eta = beta * f + c
+        return float(np.dot(w, np.logaddexp(0, eta) - t * eta))
+
+    beta, c = 0.0, math.log((n_pos + 1) / (n_neg + 1))
+    value = loss(beta, c)
+    for _ in range(100):
+        prob = 0.5 + 0.5 * np.tanh(0.5 * (beta * f + c))
+        r = w * (prob - t)
+        g = np.array([np.dot(r, f), r.sum()])
+        v = w * prob * (1 - prob)
+        h = np.array([[np.dot(v, f * f), np.dot(v, f)], [np.dot(v, f), v.sum()]])
+        try:
+            step = np.linalg.solve(h, g)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(step)):
+            return None
+        if float(g @ step) <= 1e-15 * max(value, n):  # the Newton decrement: converged
+            break
+        size = 1.0
+        while size > 1e-10:
+            nb, nc = beta - size * step[0], c - size * step[1]
+            new = loss(nb, nc)
+            if new <= value:
+                break
+            size /= 2
+        else:
+            break  # no decrease: at the optimum to float64 precision
+        beta, c, value = nb, nc, new
+    else:
+        return None
+    if not value >= 1e-6 * n:
+        return None  # separable: the kernel warns
+    return beta, c
+
+
+def platt_apply(calibrator: Any, y_score: Any) -> jax.Array | None:
+    """``PlattCalibrator.__call__`` on the host."""
+    s = _floats(y_score)
+    a, b = _scalar(calibrator.a), _scalar(calibrator.b)
+    if s is None or a is None or b is None or s.size == 0:
+        return None
+    flat = s.reshape(-1)
+    if calibrator.input == "prob":
+        if not _normal(flat, 0, 1):
+            return None
+        f = _logit(s, calibrator.eps)
+        if f is None:
+            return None
+    else:
+        if not _normal(flat):
+            return None
+        f = s
+    eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
+    out = (0.5 - 0.5 * np.tanh(0.5 * eta)).astype(s.dtype)
+    return _device(_flushed(out))

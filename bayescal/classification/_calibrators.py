@@ -215,6 +215,7 @@ class PlattCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _platt_map(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
 
+    @_host.first(_host.platt_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
@@ -224,6 +225,7 @@ class PlattCalibrator:
         )
 
 
+@_host.first(_host.fit_platt)
 def fit_platt(
     y_true: Any,
     y_score: Any,

@@ -203,6 +203,7 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
+@_host.first(_host.reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def reliability_curve(
     y_true: ArrayLike,

@@ -11,6 +11,7 @@ import numpy as np
 from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
+from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.resampling import check_key
@@ -38,6 +39,7 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
+@_host.first(_host.pit_normal)
 @_v.validated(
     fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1
 )

@@ -220,6 +220,7 @@ class SigmaScalingCalibrator:
     family: str = "normal"
     df: float | None = None
 
+    @_host.first(_host.sigma_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, scale: ArrayLike) -> jax.Array:
         """The rescaled scales ``factor * scale``; ``scale`` must be positive, as in a fit."""
@@ -328,6 +329,7 @@ def _fit_log_factor(z, weights, family, df):
     return res.x[0]
 
 
+@_host.first(_host.fit_sigma_scaling)
 def fit_sigma_scaling(
     y_true: ArrayLike,
     loc: ArrayLike,
