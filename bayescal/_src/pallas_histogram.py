@@ -48,7 +48,14 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ROW", "MAX_PROGRAM", "available", "bin_counts", "bin_stats", "count_at_or_below"]
+__all__ = [
+    "ROW",
+    "MAX_PROGRAM",
+    "available",
+    "bin_counts",
+    "bin_stats",
+    "count_at_or_below",
+]
 
 #: Values per sub-block (the block of the exact high-part sums, = binning.BLOCK).
 ROW = 256
@@ -224,7 +231,9 @@ def bin_stats(
     pl, _ = _modules()
     values = tuple(values)
     if len(scales) != len(values):
-        raise ValueError(f"scales must have one entry per value; got {len(scales)} for {len(values)}.")
+        raise ValueError(
+            f"scales must have one entry per value; got {len(scales)} for {len(values)}."
+        )
     n = key.shape[-1]
     if n == 0:
         zeros = jnp.zeros((0, num_bins), values[0].dtype) if values else None
