@@ -103,7 +103,6 @@ def run_tests(files=TEST_FILES) -> str:
 def kernels(n: int, *, interpret: bool):
     """``[(name, fn, bytes of input)]`` at ``n`` values, inputs on the device."""
     import jax
-    import jax.numpy as jnp
 
     from bayescal._src import binning as b
     from bayescal._src import pallas_histogram as ph
@@ -117,7 +116,7 @@ def kernels(n: int, *, interpret: bool):
     from bayescal.regression import calibration_curve
 
     p = jax.random.uniform(jax.random.key(0), (n,))
-    y = (jax.random.uniform(jax.random.key(1), (n,)) < p).astype(jnp.float32)
+    y = (jax.random.uniform(jax.random.key(1), (n,)) < p).astype(p.dtype)
     u = jax.random.uniform(jax.random.key(2), (n,))
     edges = uniform_edges(15, p.dtype)
 

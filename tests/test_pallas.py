@@ -144,3 +144,41 @@ def test_default_dispatch_on_cpu_is_unchanged():
         assert "pallas" not in text and "triton" not in text
     with pytest.raises(ValueError, match="variant must be"):
         b.bin_counts(jnp.zeros(3, jnp.int32), 2, variant="triton")
+
+
+def test_gpu_programs_of_the_histogram_metrics_call_the_triton_kernels(monkeypatch):
+    # Lowered for CUDA on this CPU machine (no GPU needed): with Pallas picked, the
+    # GPU program of each public histogram metric holds the Triton kernel call, so every
+    # primitive of the kernels has a Triton lowering rule. Property check.
+    from bayescal.classification import expected_calibration_error, reliability_curve
+    from bayescal.regression import calibration_curve
+
+    p = jnp.linspace(0.0, 1.0, 333, dtype=_float())
+    y = (p > 0.4).astype(p.dtype)
+    monkeypatch.setattr(b, "pallas_on_gpu", lambda: True)
+    jax.clear_caches()  # no program traced without the Pallas branch is reused
+    try:
+        for f, args in (
+            (expected_calibration_error, (y, p)),
+            (reliability_curve, (y, p)),
+            (calibration_curve, (p,)),
+        ):
+            lowered = jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",))
+            assert "xla.gpu.triton" in lowered.as_text(), f.__name__
+    finally:
+        jax.clear_caches()
+
+
+def test_mixed_float_dtypes_sum_like_the_compare_kernel(rng):
+    # Under x64 a float32 label array beside float64 probabilities: one float64 kernel,
+    # each value's sums in its own dtype (as the XLA kernels return them).
+    p = _probabilities(rng, 1000, 15)
+    y = jnp.asarray(rng.random(1000) < 0.5, jnp.float32)
+    idx = b.bin_index(p, uniform_edges(15, p.dtype))
+    args = dict(num_bins=15, bounded=True)
+    count, sums = _bin_sums(idx, p, y, None, variant="pallas", **args)
+    ref_count, ref_sums = _bin_sums(idx, p, y, None, variant="compare", **args)
+    np.testing.assert_array_equal(np.asarray(count), np.asarray(ref_count))
+    for s, r in zip(sums, ref_sums, strict=True):
+        assert s.dtype == r.dtype
+        np.testing.assert_allclose(np.asarray(s), np.asarray(r), rtol=1e-6)

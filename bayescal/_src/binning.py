@@ -142,7 +142,10 @@ def _dispatch(variant: Variant, scatter, compare, *args, pallas=None):
         return compare(*args)
     if variant == "pallas":
         if pallas is None:
-            raise ValueError("variant='pallas' has no Pallas kernel here; use 'compare'.")
+            raise ValueError(
+                "variant='pallas' has no Pallas kernel for these inputs (integer values "
+                "to sum?); use variant='compare'."
+            )
         return pallas(*args, interpret=not pallas_on_gpu())
     if pallas is not None and pallas_on_gpu():
         return jax.lax.platform_dependent(
@@ -308,7 +311,7 @@ def compensated_bin_sums(
     if not values:
         return ()
     idx = idx.astype(jnp.int32)
-    if _use_pallas(variant) and _one_float_dtype(values):
+    if _use_pallas(variant) and _all_float(values):
         _, block = _pallas_route(idx, num_bins, values, scale, variant, with_counts=False)
         return _merge_blocks(block, len(values))
     parts = []
@@ -334,9 +337,8 @@ def _merge_blocks(block, num_values: int):
     return tuple((s[i], c[i]) for i in range(num_values))
 
 
-def _one_float_dtype(values) -> bool:
-    dtypes = {jnp.result_type(v) for v in values}
-    return len(dtypes) == 1 and jnp.issubdtype(dtypes.pop(), jnp.floating)
+def _all_float(values) -> bool:
+    return all(jnp.issubdtype(jnp.result_type(v), jnp.floating) for v in values)
 
 
 def _pallas_route(idx, num_bins, values, scale, variant, *, with_counts: bool):
@@ -361,9 +363,14 @@ def _pallas_route(idx, num_bins, values, scale, variant, *, with_counts: bool):
         return run
 
     def pallas(i, *a, interpret):
+        # one kernel dtype (float32 and float64 values: float64, exact for both); each
+        # value's sums come back in its own dtype, as from the XLA kernels
+        dtype = jnp.result_type(*a[:nv])
         count, parts = pallas_histogram.bin_stats(
-            i, num_bins, a[:nv], a[nv:], interpret=interpret
+            i, num_bins, [v.astype(dtype) for v in a[:nv]], a[nv:], interpret=interpret
         )
+        pairs = [v for v in a[:nv] for _ in range(2)]  # (hi, lo) of each value
+        parts = tuple(q.astype(v.dtype) for q, v in zip(parts, pairs, strict=True))
         return (count if with_counts else None), parts
 
     return _dispatch(
@@ -418,7 +425,7 @@ def bin_sums(
     ([2, 0, 1], [4.0, 0.0, 5.0])
     """
     values = tuple(values)
-    if weights is None and values and _use_pallas(variant) and _one_float_dtype(values):
+    if weights is None and values and _use_pallas(variant) and _all_float(values):
         # One kernel for the counts and the sums: the indices are read once.
         count, block = _pallas_route(
             idx.astype(jnp.int32),

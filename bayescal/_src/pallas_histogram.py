@@ -176,7 +176,10 @@ def _levels_kernel(u_ref, lev_ref, cnt_ref, *, n, rows, sub):
 
 # --------------------------------------------------------------------------- wrappers
 def _call(kernel, grid, in_specs, out_specs, out_shape, interpret, args):
-    pl, _ = _modules()
+    pl, plt = _modules()
+    # Triton explicitly: without compiler parameters newer JAX lowers GPU kernels with
+    # Mosaic GPU (jax_pallas_use_mosaic_gpu), a different programming model.
+    params = plt.CompilerParams(num_warps=4) if hasattr(plt, "CompilerParams") else None
     return pl.pallas_call(
         kernel,
         grid=grid,
@@ -184,6 +187,7 @@ def _call(kernel, grid, in_specs, out_specs, out_shape, interpret, args):
         out_specs=out_specs,
         out_shape=out_shape,
         interpret=interpret,
+        compiler_params=params,
     )(*args)
 
 
