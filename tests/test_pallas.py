@@ -182,3 +182,28 @@ def test_mixed_float_dtypes_sum_like_the_compare_kernel(rng):
     for s, r in zip(sums, ref_sums, strict=True):
         assert s.dtype == r.dtype
         np.testing.assert_allclose(np.asarray(s), np.asarray(r), rtol=1e-6)
+
+
+@functools.partial(jax.jit, static_argnames=("num_bins", "variant"))
+def _from_edges_public(p, y, mask, *, num_bins, variant):
+    edges = uniform_edges(num_bins, p.dtype)
+    return b.bin_sums_from_edges(p, edges, (p, y), mask, variant=variant)
+
+
+@pytest.mark.parametrize(("n", "num_bins"), ((7, 2), (1000, 15)))
+def test_bins_from_edges_with_a_mask_equal_the_compare_kernel(rng, n, num_bins):
+    # The route of ECE and the reliability curve on GPUs: a bucket's padding (mask
+    # False, here every third value, not only a tail) is counted nowhere.
+    p = _probabilities(rng, n, num_bins)
+    y = jnp.asarray(rng.random(n) < 0.5, p.dtype)
+    mask = jnp.arange(n) % 3 != 1
+    args = dict(num_bins=num_bins)
+    count, sums = _from_edges_public(p, y, mask, variant="pallas", **args)
+    ref_count, ref_sums = _from_edges_public(p, y, mask, variant="compare", **args)
+    np.testing.assert_array_equal(np.asarray(count), np.asarray(ref_count))
+    for s, r in zip(sums, ref_sums, strict=True):
+        assert s.dtype == r.dtype
+        np.testing.assert_allclose(np.asarray(s), np.asarray(r), rtol=1e-6)
+    # and the default (scatter on CPU) gives the same counts
+    default = _from_edges_public(p, y, mask, variant=None, **args)[0]
+    np.testing.assert_array_equal(np.asarray(default), np.asarray(ref_count))

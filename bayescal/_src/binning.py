@@ -52,6 +52,7 @@ __all__ = [
     "two_sum",
     "compensated_sum",
     "pallas_on_gpu",
+    "bin_sums_from_edges",
 ]
 
 #: Observations per block of the exact high-part sums (and of the compare kernels).
@@ -449,6 +450,69 @@ def bin_sums(
     pairs = compensated_bin_sums(idx, num_bins, wv, scale=scale, variant=variant)
     sums = tuple(s + c for s, c in pairs)
     return sums[0], sums[1:]
+
+
+def bin_sums_from_edges(
+    x: jax.Array,
+    edges: jax.Array,
+    values: tuple[jax.Array, ...],
+    mask: jax.Array | None = None,
+    *,
+    variant: Variant = None,
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """Counts and sums of ``values`` (in [-1, 1]) in the bins of ``x`` among ``edges``.
+
+    The same as :func:`bin_sums` of ``bin_index(x, edges)`` (``bounded=True``, indices
+    where ``mask`` is False dropped), but with the Pallas variant the bins are found
+    in the kernel: on a GPU the inputs are read once and no index array is written
+    (ECE and the reliability curve). The XLA variants compute the indices first.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binning import bin_sums_from_edges
+    >>> p = jnp.array([0.1, 0.2, 0.9])
+    >>> count, (s,) = bin_sums_from_edges(p, jnp.array([0.0, 0.5, 1.0]), (p,))
+    >>> count.tolist(), [round(v, 6) for v in s.tolist()]
+    ([2, 1], [0.3, 0.9])
+    """
+    values = tuple(values)
+    num_bins = edges.shape[-1] - 1
+
+    def xla(v, x, edges, mask, *vals):
+        idx = bin_index(x, edges)
+        if mask is not None:
+            idx = jnp.where(mask, idx, num_bins)  # out of range: counted nowhere
+        return bin_sums(idx, num_bins, vals, bounded=True, variant=v)
+
+    if not (values and _use_pallas(variant) and _all_float(values)):
+        return xla(variant, x, edges, mask, *values)
+
+    def pallas(x, edges, mask, *vals, interpret):
+        dtype = jnp.result_type(*vals)
+        count, parts = pallas_histogram.bin_stats(
+            x,
+            num_bins,
+            [v.astype(dtype) for v in vals],
+            (1.0,) * len(vals),
+            edges=edges,
+            mask=mask,
+            interpret=interpret,
+        )
+        sums = tuple(s + c for s, c in _merge_blocks(parts, len(vals)))
+        return count, tuple(t.astype(v.dtype) for t, v in zip(sums, vals, strict=True))
+
+    if variant == "pallas":
+        return pallas(x, edges, mask, *values, interpret=not pallas_on_gpu())
+    return jax.lax.platform_dependent(
+        x,
+        edges,
+        mask,
+        *values,
+        cpu=functools.partial(xla, "scatter"),
+        cuda=functools.partial(pallas, interpret=False),
+        default=functools.partial(xla, "compare"),
+    )
 
 
 # --------------------------------------------------------------------------- levels

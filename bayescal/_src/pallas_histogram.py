@@ -124,11 +124,12 @@ def _bins_of(plt, key_ref, edges_ref, sl, valid, num_bins: int, mode: str):
     return jnp.where(valid, idx, -1)
 
 
-def _stats_kernel(*refs, n, rows, kp, num_bins, mode, num_values, with_edges):
+def _stats_kernel(*refs, n, rows, kp, num_bins, mode, num_values, with_edges, with_mask):
     pl, plt = _modules()
     it = iter(refs)
     key_ref = next(it)
     edges_ref = next(it) if with_edges else None
+    mask_ref = next(it) if with_mask else None
     ups_ref = next(it) if num_values else None
     val_refs = [next(it) for _ in range(num_values)]
     cnt_ref = next(it)
@@ -141,6 +142,8 @@ def _stats_kernel(*refs, n, rows, kp, num_bins, mode, num_values, with_edges):
         off = r * ROW
         sl = pl.ds(off, ROW)
         valid = base + off + jax.lax.broadcasted_iota(jnp.int32, (ROW,), 0) < n
+        if with_mask:  # int8, nonzero for the observations to count
+            valid = valid & (plt.load(mask_ref.at[sl], mask=valid, other=0) != 0)
         idx = _bins_of(plt, key_ref, edges_ref, sl, valid, num_bins, mode)
         hit = idx[:, None] == bins  # [ROW, Kp]
         cnt = cnt + jnp.sum(hit, axis=0, keepdims=True, dtype=jnp.int32)
@@ -198,6 +201,7 @@ def bin_stats(
     scales: Sequence[jax.Array | float] = (),
     *,
     edges: jax.Array | None = None,
+    mask: jax.Array | None = None,
     interpret: bool = False,
 ) -> tuple[jax.Array, tuple[jax.Array, ...]]:
     """Counts per bin and per-block sums of the high and low parts of ``values``.
@@ -215,6 +219,9 @@ def bin_stats(
         Per value, a power of two at or above ``max |v|`` (the grid of the high parts).
     edges : Array [K + 1], optional
         Nondecreasing bin edges; the bins are found in the kernel.
+    mask : bool Array [N], optional
+        Only the observations where it is True are counted and summed (a bucket's
+        padding is left out; read as int8, one byte per value).
     interpret : bool
         Run through Pallas' interpreter (CPU tests).
 
@@ -255,6 +262,9 @@ def bin_stats(
         e = jnp.concatenate([e, jnp.full((ep - num_bins - 1,), jnp.inf, key.dtype)])
         args.append(e)
         in_specs.append(pl.BlockSpec((ep,), lambda i: (0,)))
+    if mask is not None:
+        args.append(mask.astype(jnp.int8))
+        in_specs.append(pl.BlockSpec((t,), lambda i: (i,)))
     dtype = values[0].dtype if values else None
     if values:
         vp = _pow2(len(values))
@@ -278,6 +288,7 @@ def bin_stats(
         mode=mode,
         num_values=len(values),
         with_edges=edges is not None,
+        with_mask=mask is not None,
     )
     outs = _call(kernel, (programs,), in_specs, out_specs, out_shape, interpret, args)
     counts = jnp.sum(outs[0][:, :num_bins], axis=0, dtype=_count_dtype())
