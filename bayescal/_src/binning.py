@@ -14,8 +14,9 @@ every variant on CPU and check that they agree (identical integer counts).
 On a CUDA GPU a third variant, ``"pallas"``, takes the place of ``"compare"``: the
 per-block private histograms of :mod:`bayescal._src.pallas_histogram` (one pass over
 the input, the value split done in the kernel). It is added to the
-``platform_dependent`` choice only in a process with a CUDA backend where Pallas'
-Triton primitives import (:func:`pallas_on_gpu`); everywhere else, CPU included, the
+``platform_dependent`` choice only in a process with one CUDA device where Pallas'
+Triton primitives import (:func:`pallas_on_gpu`; with several devices the XLA kernel
+shards, a Pallas call would gather); everywhere else, CPU included, the
 traced program is the one without it, and a GPU without Pallas gets ``"compare"``.
 Forcing ``variant="pallas"`` off a GPU runs the kernels in Pallas' interpreter.
 
@@ -99,9 +100,12 @@ def grid_index(u: jax.Array, num_levels: int) -> jax.Array:
 
 
 # --------------------------------------------------------------------------- dispatch
-@functools.lru_cache(maxsize=1)
 def pallas_on_gpu() -> bool:
-    """True in a process with a CUDA backend where the Pallas Triton kernels import.
+    """True in a process with one CUDA device where the Pallas Triton kernels import.
+
+    With several devices the XLA compare kernel runs instead: XLA shards it along
+    the input, while it has no partitioning rule for a Pallas call and would gather
+    (replicate) a sharded input in front of it.
 
     Examples
     --------
@@ -110,6 +114,11 @@ def pallas_on_gpu() -> bool:
     >>> pallas_on_gpu() == (jax.default_backend() == "gpu" and pallas_on_gpu())
     True
     """
+    return _cuda_with_pallas() and jax.device_count() == 1
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_with_pallas() -> bool:
     try:
         jax.devices("cuda")
     except RuntimeError:  # "Unknown backend cuda": no GPU in this process
