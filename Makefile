@@ -65,7 +65,7 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
-.PHONY: fuzz test test-pytest test-fast test-docs-then-x64 test-x64-core test-x64 test-slow test-py312 test-min ci demo bench \
+.PHONY: fuzz test test-pytest test-fast test-docs-then-x64 test-x64-core test-x64 test-slow test-py312 test-min ci demo bench bench-gpu \
 	lint docs clean
 
 # Packages are installed by uv (itself installed from PyPI by the venv's pip): it resolves
@@ -193,6 +193,14 @@ demo: $(VENV)/.installed
 
 bench: $(VENV)/.bench-installed
 	$(PY) benchmarks/run.py
+
+# On a machine with a GPU and JAX's CUDA build in the venv (docs/gpu.md): the
+# accelerator-relevant test files, then per-kernel time, GB/s and fraction of a device
+# copy at N = 1e6, 1e7, 1e8, written to gpu-bench.md. Without an accelerator it says so;
+# `$(PY) benchmarks/bench_gpu.py --interpret` exercises the script on a CPU.
+BENCH_GPU_MD ?= gpu-bench.md
+bench-gpu: $(VENV)/.test-installed
+	$(PY) benchmarks/bench_gpu.py --markdown $(BENCH_GPU_MD)
 
 lint: $(VENV)/.lint-installed
 	$(BIN)/ruff check bayescal tests benchmarks

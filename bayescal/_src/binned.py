@@ -25,6 +25,7 @@ __all__ = [
     "freedman_diaconis_edges",
     "bin_midpoints",
     "binned_means",
+    "means_from_sums",
 ]
 
 
@@ -353,9 +354,26 @@ def binned_means(
     ([2, 0, 1], [2.0, 0.0, 5.0])
     """
     weight, sums = bin_sums(idx, num_bins, values, weights, bounded=bounded, variant=variant)
+    return weight, means_from_sums(weight, sums, fill)
+
+
+def means_from_sums(
+    weight: jax.Array,
+    sums: tuple[jax.Array, ...],
+    fill: jax.Array | tuple[jax.Array, ...] | None = None,
+) -> tuple[jax.Array, ...]:
+    """Per-bin means ``sum / weight``, ``fill`` (default 0) in empty bins.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binned import means_from_sums
+    >>> means_from_sums(jnp.array([2, 0]), (jnp.array([3.0, 0.0]),))[0].tolist()
+    [1.5, 0.0]
+    """
     fills: tuple[jax.Array | None, ...]
     if fill is None or not isinstance(fill, tuple):
-        fills = (fill,) * len(values)
+        fills = (fill,) * len(sums)
     else:
         fills = fill
     means = []
@@ -364,4 +382,4 @@ def binned_means(
         empty = w == 0
         mean = s / jnp.where(empty, 1, w)
         means.append(jnp.where(empty, 0 if f is None else f, mean).astype(s.dtype))
-    return weight, tuple(means)
+    return tuple(means)

@@ -11,6 +11,15 @@ kernel here therefore holds both variants and ``jax.lax.platform_dependent`` pic
 rows, reduce) elsewhere. A private ``variant=`` argument forces one, so the tests run
 every variant on CPU and check that they agree (identical integer counts).
 
+On a CUDA GPU a third variant, ``"pallas"``, takes the place of ``"compare"``: the
+per-block private histograms of :mod:`bayescal._src.pallas_histogram` (one pass over
+the input, the value split done in the kernel). It is added to the
+``platform_dependent`` choice only in a process with one CUDA device where Pallas'
+Triton primitives import (:func:`pallas_on_gpu`; with several devices the XLA kernel
+shards, a Pallas call would gather); everywhere else, CPU included, the
+traced program is the one without it, and a GPU without Pallas gets ``"compare"``.
+Forcing ``variant="pallas"`` off a GPU runs the kernels in Pallas' interpreter.
+
 Accuracy. Counts are integers (int32; int64 under x64). float32 sums of ``N`` terms
 stop growing past ``2^24`` terms, so per-bin sums are accumulated exactly in blocks and
 compensated across blocks (:func:`compensated_bin_sums`): each value is split into a
@@ -25,10 +34,13 @@ merge counts of many calls).
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
+
+from bayescal._src import pallas_histogram
 
 __all__ = [
     "BLOCK",
@@ -40,13 +52,16 @@ __all__ = [
     "count_at_or_below",
     "two_sum",
     "compensated_sum",
+    "pallas_on_gpu",
+    "bin_sums_from_edges",
 ]
 
 #: Observations per block of the exact high-part sums (and of the compare kernels).
 BLOCK = 256
 _HI_BITS = 16  # BLOCK * 2^16 = 2^24: the sum of a block's high parts is exact in float32
 
-Variant = Literal["scatter", "compare"] | None
+Variant = Literal["scatter", "compare", "pallas"] | None
+_VARIANTS = ("scatter", "compare", "pallas")
 
 
 def _count_dtype():
@@ -85,14 +100,70 @@ def grid_index(u: jax.Array, num_levels: int) -> jax.Array:
 
 
 # --------------------------------------------------------------------------- dispatch
-def _dispatch(variant: Variant, scatter, compare, *args):
-    """Run ``scatter`` on CPU and ``compare`` elsewhere, or the forced ``variant``."""
+def pallas_on_gpu() -> bool:
+    """True in a process with one CUDA device where the Pallas Triton kernels import.
+
+    With several devices the XLA compare kernel runs instead: XLA shards it along
+    the input, while it has no partitioning rule for a Pallas call and would gather
+    (replicate) a sharded input in front of it.
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal._src.binning import pallas_on_gpu
+    >>> pallas_on_gpu() == (jax.default_backend() == "gpu" and pallas_on_gpu())
+    True
+    """
+    return _cuda_with_pallas() and jax.device_count() == 1
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_with_pallas() -> bool:
+    try:
+        jax.devices("cuda")
+    except RuntimeError:  # "Unknown backend cuda": no GPU in this process
+        return False
+    return pallas_histogram.available()
+
+
+def _check_variant(variant) -> None:
+    if variant is not None and variant not in _VARIANTS:
+        raise ValueError(
+            f"variant must be 'scatter', 'compare', 'pallas' or None; got {variant!r}."
+        )
+
+
+def _use_pallas(variant: Variant) -> bool:
+    """Whether the kernel is the Pallas one, forced or picked on a CUDA GPU."""
+    _check_variant(variant)
+    return variant == "pallas" or (variant is None and pallas_on_gpu())
+
+
+def _dispatch(variant: Variant, scatter, compare, *args, pallas=None):
+    """Run ``scatter`` on CPU and ``compare`` elsewhere, or the forced ``variant``.
+
+    ``pallas(*args, interpret=...)``, when given, runs on CUDA GPUs where Pallas is
+    available (:func:`pallas_on_gpu`); forced off a GPU it runs interpreted.
+    """
+    _check_variant(variant)
     if variant == "scatter":
         return scatter(*args)
     if variant == "compare":
         return compare(*args)
-    if variant is not None:
-        raise ValueError(f"variant must be 'scatter', 'compare' or None; got {variant!r}.")
+    if variant == "pallas":
+        if pallas is None:
+            raise ValueError(
+                "variant='pallas' has no Pallas kernel for these inputs (integer values "
+                "to sum?); use variant='compare'."
+            )
+        return pallas(*args, interpret=not pallas_on_gpu())
+    if pallas is not None and pallas_on_gpu():
+        return jax.lax.platform_dependent(
+            *args,
+            cpu=scatter,
+            cuda=functools.partial(pallas, interpret=False),
+            default=compare,
+        )
     return jax.lax.platform_dependent(*args, cpu=scatter, default=compare)
 
 
@@ -136,6 +207,9 @@ def bin_counts(idx: jax.Array, num_bins: int, *, variant: Variant = None) -> jax
         lambda i: _counts_scatter(i, num_bins),
         lambda i: _counts_compare(i, num_bins),
         idx,
+        pallas=lambda i, interpret: pallas_histogram.bin_counts(
+            i, num_bins, interpret=interpret
+        ),
     )
 
 
@@ -247,6 +321,9 @@ def compensated_bin_sums(
     if not values:
         return ()
     idx = idx.astype(jnp.int32)
+    if _use_pallas(variant) and _all_float(values):
+        _, block = _pallas_route(idx, num_bins, values, scale, variant, with_counts=False)
+        return _merge_blocks(block, len(values))
     parts = []
     for v in values:
         sc = _scale(v) if scale is None else jnp.asarray(scale, v.dtype)
@@ -258,11 +335,63 @@ def compensated_bin_sums(
         idx,
         *parts,
     )
+    return _merge_blocks(block, len(values))
+
+
+def _merge_blocks(block, num_values: int):
+    """Compensated pairs from the per-block sums ``(hi_0, lo_0, hi_1, ...)`` ``[nb, K]``."""
     # One reduction for every block sum [nb, 2 V, K] (high, low parts of each value).
     total, comp = compensated_sum(jnp.stack(block, axis=1))
     s, e = two_sum(total[0::2], total[1::2])
     c = comp[0::2] + comp[1::2] + e
-    return tuple((s[i], c[i]) for i in range(len(values)))
+    return tuple((s[i], c[i]) for i in range(num_values))
+
+
+def _all_float(values) -> bool:
+    return all(jnp.issubdtype(jnp.result_type(v), jnp.floating) for v in values)
+
+
+def _pallas_route(idx, num_bins, values, scale, variant, *, with_counts: bool):
+    """Counts (or None) and per-block sums by the Pallas kernel on CUDA GPUs (or when
+    forced), the XLA kernels on other platforms of the same program. The values are
+    split into high and low parts inside each branch (in the Pallas kernel itself), so
+    the GPU reads each input once."""
+    values = tuple(values)
+    scales = tuple(
+        _scale(v) if scale is None else jnp.asarray(scale, v.dtype) for v in values
+    )
+    nv = len(values)
+
+    def xla(count_kernel, sums_kernel):
+        def run(i, *a):
+            parts = []
+            for v, sc in zip(a[:nv], a[nv:], strict=True):
+                parts.extend(_split(v, sc))
+            count = count_kernel(i, num_bins) if with_counts else None
+            return count, sums_kernel(i, num_bins, tuple(parts))
+
+        return run
+
+    def pallas(i, *a, interpret):
+        # one kernel dtype (float32 and float64 values: float64, exact for both); each
+        # value's sums come back in its own dtype, as from the XLA kernels
+        dtype = jnp.result_type(*a[:nv])
+        count, parts = pallas_histogram.bin_stats(
+            i, num_bins, [v.astype(dtype) for v in a[:nv]], a[nv:], interpret=interpret
+        )
+        pairs = [v for v in a[:nv] for _ in range(2)]  # (hi, lo) of each value
+        parts = tuple(q.astype(v.dtype) for q, v in zip(parts, pairs, strict=True))
+        return (count if with_counts else None), parts
+
+    return _dispatch(
+        variant,
+        xla(_counts_scatter, _block_sums_scatter),
+        xla(_counts_compare, _block_sums_compare),
+        idx,
+        *values,
+        *scales,
+        pallas=pallas,
+    )
 
 
 def bin_sums(
@@ -288,8 +417,9 @@ def bin_sums(
         Observation weights. Without them the weight per bin is an integer count.
     bounded : bool, default False
         The values lie in [-1, 1] (probabilities, labels): saves one pass per value.
-    variant : {"scatter", "compare"}, optional
-        Force a kernel (tests); by default ``scatter`` on CPU, ``compare`` elsewhere.
+    variant : {"scatter", "compare", "pallas"}, optional
+        Force a kernel (tests); by default ``scatter`` on CPU, ``pallas`` on CUDA GPUs
+        where Pallas is available, ``compare`` elsewhere.
 
     Returns
     -------
@@ -305,6 +435,17 @@ def bin_sums(
     ([2, 0, 1], [4.0, 0.0, 5.0])
     """
     values = tuple(values)
+    if weights is None and values and _use_pallas(variant) and _all_float(values):
+        # One kernel for the counts and the sums: the indices are read once.
+        count, block = _pallas_route(
+            idx.astype(jnp.int32),
+            num_bins,
+            values,
+            1.0 if bounded else None,
+            variant,
+            with_counts=True,
+        )
+        return count, tuple(s + c for s, c in _merge_blocks(block, len(values)))
     if weights is None:
         count = bin_counts(idx, num_bins, variant=variant)
         count, idx = jax.lax.optimization_barrier((count, idx))  # see _block_sums_scatter
@@ -318,6 +459,69 @@ def bin_sums(
     pairs = compensated_bin_sums(idx, num_bins, wv, scale=scale, variant=variant)
     sums = tuple(s + c for s, c in pairs)
     return sums[0], sums[1:]
+
+
+def bin_sums_from_edges(
+    x: jax.Array,
+    edges: jax.Array,
+    values: tuple[jax.Array, ...],
+    mask: jax.Array | None = None,
+    *,
+    variant: Variant = None,
+) -> tuple[jax.Array, tuple[jax.Array, ...]]:
+    """Counts and sums of ``values`` (in [-1, 1]) in the bins of ``x`` among ``edges``.
+
+    The same as :func:`bin_sums` of ``bin_index(x, edges)`` (``bounded=True``, indices
+    where ``mask`` is False dropped), but with the Pallas variant the bins are found
+    in the kernel: on a GPU the inputs are read once and no index array is written
+    (ECE and the reliability curve). The XLA variants compute the indices first.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binning import bin_sums_from_edges
+    >>> p = jnp.array([0.1, 0.2, 0.9])
+    >>> count, (s,) = bin_sums_from_edges(p, jnp.array([0.0, 0.5, 1.0]), (p,))
+    >>> count.tolist(), [round(v, 6) for v in s.tolist()]
+    ([2, 1], [0.3, 0.9])
+    """
+    values = tuple(values)
+    num_bins = edges.shape[-1] - 1
+
+    def xla(v, x, edges, mask, *vals):
+        idx = bin_index(x, edges)
+        if mask is not None:
+            idx = jnp.where(mask, idx, num_bins)  # out of range: counted nowhere
+        return bin_sums(idx, num_bins, vals, bounded=True, variant=v)
+
+    if not (values and _use_pallas(variant) and _all_float(values)):
+        return xla(variant, x, edges, mask, *values)
+
+    def pallas(x, edges, mask, *vals, interpret):
+        dtype = jnp.result_type(*vals)
+        count, parts = pallas_histogram.bin_stats(
+            x,
+            num_bins,
+            [v.astype(dtype) for v in vals],
+            (1.0,) * len(vals),
+            edges=edges,
+            mask=mask,
+            interpret=interpret,
+        )
+        sums = tuple(s + c for s, c in _merge_blocks(parts, len(vals)))
+        return count, tuple(t.astype(v.dtype) for t, v in zip(sums, vals, strict=True))
+
+    if variant == "pallas":
+        return pallas(x, edges, mask, *values, interpret=not pallas_on_gpu())
+    return jax.lax.platform_dependent(
+        x,
+        edges,
+        mask,
+        *values,
+        cpu=functools.partial(xla, "scatter"),
+        cuda=functools.partial(pallas, interpret=False),
+        default=functools.partial(xla, "compare"),
+    )
 
 
 # --------------------------------------------------------------------------- levels
@@ -353,6 +557,9 @@ def count_at_or_below(
             lambda v: _at_or_below_scatter(v, num_levels),
             lambda v: _at_or_below_compare(v, num_levels),
             u,
+            pallas=lambda v, interpret: pallas_histogram.count_at_or_below(
+                v, jnp.linspace(0.0, 1.0, num_levels, dtype=v.dtype), interpret=interpret
+            ),
         )
     idx = grid_index(u, num_levels)
     ((s, c),) = compensated_bin_sums(idx, num_levels, (weights,), variant=variant)

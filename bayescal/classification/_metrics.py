@@ -12,8 +12,14 @@ from jax.typing import ArrayLike
 
 from bayescal._src import host as _host
 from bayescal._src import validation as _v
-from bayescal._src.binned import bin_midpoints, binned_means, quantile_edges, uniform_edges
-from bayescal._src.binning import bin_index
+from bayescal._src.binned import (
+    bin_midpoints,
+    binned_means,
+    means_from_sums,
+    quantile_edges,
+    uniform_edges,
+)
+from bayescal._src.binning import bin_index, bin_sums_from_edges, pallas_on_gpu
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.options import NORMS, BinStrategy, KeyLike, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
@@ -61,6 +67,12 @@ def _reliability_kernel(y, p, w, edges, mask=None, *, num_bins: int, strategy: s
             edges = uniform_edges(num_bins, p.dtype)
         else:
             edges = quantile_edges(p, num_bins, mask)
+    if w is None and pallas_on_gpu():
+        # On CUDA GPUs the Pallas kernel finds the bins itself: p, y read once.
+        mid = bin_midpoints(edges).astype(p.dtype)
+        weight, sums = bin_sums_from_edges(p, edges, (p, y), mask)
+        expected, observed = means_from_sums(weight, sums, fill=(mid, mid))
+        return CalibrationCurve(expected, observed, weight, edges=edges), edges
     idx = bin_index(p, edges)
     if mask is not None:
         idx = jnp.where(mask, idx, num_bins)  # out of range: counted nowhere

@@ -1,0 +1,74 @@
+"""benchmarks/bench_gpu.py runs end to end on CPU (``--interpret``, tiny N).
+
+Property checks only (no reference numbers: timings on a shared CPU mean nothing):
+the script exits 0, times every kernel it lists (the XLA and the Pallas variants),
+writes the markdown table atomically, and refuses to replace a file it did not write.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from bayescal._src import pallas_histogram
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "bench_gpu.py"
+
+
+def _run(*args, timeout=240):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.skipif(not pallas_histogram.available(), reason="Pallas' Triton load missing")
+def test_interpret_run_writes_the_table(tmp_path):
+    out = tmp_path / "bench.md"
+    proc = _run(
+        "--interpret",
+        "--no-tests",
+        "--sizes",
+        "300",
+        "--repeat",
+        "1",
+        "--markdown",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    assert text.startswith("<!-- written by benchmarks/bench_gpu.py -->")
+    assert "interpreter" in text
+    for kernel in (
+        "expected_calibration_error (15 bins)",
+        "calibration_curve (100 levels)",
+        "count_at_or_below 100 levels [compare]",
+        "count_at_or_below 100 levels [pallas]",
+        "bin_sums count+p+y, 15 bins [pallas]",
+        "fit_isotonic",
+        "brier_decomposition",
+    ):
+        assert f"| {kernel} | 3e+02 |" in text, kernel
+    assert not [p for p in tmp_path.iterdir() if p.name != "bench.md"]  # no temp file left
+    # A second run replaces its own file; a file it did not write is left alone.
+    other = tmp_path / "notes.md"
+    other.write_text("my notes\n")
+    proc = _run("--interpret", "--no-tests", "--sizes", "1", "--markdown", str(other))
+    assert proc.returncode != 0 and "was not written by bench_gpu" in proc.stderr
+    assert other.read_text() == "my notes\n"
+
+
+def test_without_accelerator_or_interpret_it_says_what_to_do():
+    proc = _run("--no-tests")
+    assert proc.returncode == 2
+    assert "--interpret" in proc.stderr and "no accelerator" in proc.stderr
+    proc = _run("--interpret", "--sizes", "1e6,abc")
+    assert proc.returncode != 0 and "--sizes must be" in proc.stderr
