@@ -176,6 +176,18 @@ def test_vmap_equals_a_loop():
     np.testing.assert_allclose(np.asarray(res), loop, rtol=1e-4, atol=1e-6)
 
 
+def test_multiclass_jit_and_vmap_equal_eager():
+    ys, ps = zip(*[_multiclass(50, 3, 60 + s) for s in range(3)], strict=True)
+    ys, ps = np.stack(ys), np.stack(ps)
+    for est in ("unbiased", "linear"):
+        fn = lambda a, b, e=est: clf.kernel_calibration_error(a, b, estimator=e)  # noqa: E731
+        loop = [float(fn(a, b)) for a, b in zip(ys, ps, strict=True)]
+        batched = np.asarray(jax.vmap(fn)(jnp.asarray(ys), jnp.asarray(ps)))
+        np.testing.assert_allclose(batched, loop, rtol=1e-4, atol=10 * TOL)
+        jitted = float(jax.jit(fn)(jnp.asarray(ys[0]), jnp.asarray(ps[0])))
+        np.testing.assert_allclose(jitted, loop[0], rtol=1e-4, atol=10 * TOL)
+
+
 # ----------------------------------------------------------------- bad input
 def test_bad_input_names_the_argument():
     y, p = _binary(50, 9)

@@ -185,7 +185,11 @@ def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples):
 
 
 # --------------------------------------------------------------------------- public
-def _length(y_prob: Any) -> int | None:
+def _length(y_true: Any, y_prob: Any) -> int | None:
+    """The number of rows of ``y_prob`` (for the minimum-length checks), after the
+    masked-array refusal that the validated call would give."""
+    _v.reject_masked(y_true, "y_true")
+    _v.reject_masked(y_prob, "y_prob")
     shape = getattr(y_prob, "shape", None)
     if shape is None:
         try:
@@ -272,7 +276,7 @@ def kernel_calibration_error(
     """
     est = _kc.check_estimator(estimator)
     bw = _kc.check_bandwidth(bandwidth)
-    length = _length(y_prob)
+    length = _length(y_true, y_prob)
     if length is not None:
         _kc.check_min_length(length, "y_prob", 2, "the kernel calibration error")
     return _kce(y_true, y_prob, estimator=est, bandwidth=bw)
@@ -361,7 +365,7 @@ def kernel_calibration_test(
     """
     est = _kc.check_estimator(estimator)
     bw = _kc.check_bandwidth(bandwidth)
-    length = _length(y_prob)
+    length = _length(y_true, y_prob)
     if est == "linear":
         if length is not None:
             _kc.check_min_length(length, "y_prob", 4, "the linear test (two pairs)")
