@@ -276,6 +276,20 @@ def cases() -> dict:
         ),
         "spiegelhalter_z": (lambda d, _: C.spiegelhalter_z(d.label, d.prob), None),
         "hosmer_lemeshow": (lambda d, _: C.hosmer_lemeshow(d.label, d.prob), None),
+        "kernel_calibration_error": (
+            lambda d, _: C.kernel_calibration_error(d.label, d.prob),
+            None,
+        ),
+        "kernel_calibration_test": (
+            lambda d, _: C.kernel_calibration_test(d.label, d.prob),
+            None,
+        ),
+        "kernel_calibration_test -> unbiased, multiclass": (
+            lambda d, _: C.kernel_calibration_test(
+                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20
+            ),
+            None,
+        ),
         "isotonic_calibration_index": (
             lambda d, _: C.isotonic_calibration_index(d.label, d.prob),
             None,

@@ -146,6 +146,13 @@ CASES = {
     "calibration_slope_intercept": (C.calibration_slope_intercept, ("labels", "p"), {}),
     "spiegelhalter_z": (C.spiegelhalter_z, ("labels", "p"), {}),
     "hosmer_lemeshow": (C.hosmer_lemeshow, ("labels", "p"), {}),
+    "kernel_calibration_error": (C.kernel_calibration_error, ("labels", "p"), {}),
+    "kernel_calibration_error_linear": (
+        C.kernel_calibration_error,
+        ("labels", "p"),
+        {"estimator": "linear"},
+    ),
+    "kernel_calibration_test": (C.kernel_calibration_test, ("labels", "p"), {}),
     "isotonic_calibration_index": (C.isotonic_calibration_index, ("labels", "p"), {}),
 }
 WEIGHTED = {

@@ -285,3 +285,47 @@ def test_isotonic_calibration_index_grows_with_miscalibration():
     worse = np.asarray(jax.vmap(clf.isotonic_calibration_index)(y, bad).ici)
     assert (worse > good).mean() > 0.95
     assert np.median(good) < 0.05
+
+
+# ----------------------------------------------------------------- frequency weights
+WEIGHTED = {
+    "cox": lambda y, p, w: clf.calibration_slope_intercept(y, p, weights=w),
+    "spiegelhalter": lambda y, p, w: clf.spiegelhalter_z(y, p, weights=w),
+    "hosmer_lemeshow": lambda y, p, w: clf.hosmer_lemeshow(y, p, weights=w),
+    "hosmer_lemeshow_7": lambda y, p, w: clf.hosmer_lemeshow(y, p, 7, dof=7, weights=w),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_integer_weights_equal_repeating_rows(name, seed):
+    # property (frequency weights): weight k == the row repeated k times (0: removed)
+    y, p = _data(200, 40 + seed, dtype=_dtype())
+    w = np.random.default_rng(seed).integers(0, 4, 200)
+    w[:2] = [1, 2]  # both classes keep a positive weight in any case
+    if y[w > 0].min() == y[w > 0].max():
+        pytest.skip("one class left")
+    fn = WEIGHTED[name]
+    weighted = fn(y, p, w.astype(float))
+    repeated = fn(np.repeat(y, w), np.repeat(p, w), None)
+    for a, b in zip(weighted, repeated, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=20 * TOL, atol=TOL)
+    # unit weights change nothing; jit == eager
+    ones = fn(y, p, np.ones(200))
+    for a, b in zip(ones, fn(y, p, None), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=TOL, atol=TOL)
+    traced = jax.jit(fn)(jnp.asarray(y), jnp.asarray(p), jnp.asarray(w, _dtype()))
+    for a, b in zip(traced, weighted, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(WEIGHTED))
+def test_bad_weights_name_the_argument(name):
+    y, p = _data(50, 9)
+    fn = WEIGHTED[name]
+    with pytest.raises(ValueError, match="weights"):
+        fn(y, p, -np.ones(50))
+    with pytest.raises(ValueError, match="weights"):
+        fn(y, p, np.ones(49))
+    with pytest.raises(ValueError, match="weights"):
+        fn(y, p, np.zeros(50))

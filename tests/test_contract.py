@@ -88,6 +88,13 @@ METRICS = {
     "calibration_slope_intercept": (clf.calibration_slope_intercept, ("lab", "p"), {}),
     "spiegelhalter_z": (clf.spiegelhalter_z, ("lab", "p"), {}),
     "hosmer_lemeshow": (clf.hosmer_lemeshow, ("lab", "p"), {}),
+    "kernel_calibration_error": (clf.kernel_calibration_error, ("lab", "p"), {}),
+    "kernel_calibration_test": (clf.kernel_calibration_test, ("lab", "p"), {}),
+    "kernel_calibration_test_unbiased": (
+        clf.kernel_calibration_test,
+        ("lab", "p"),
+        {"estimator": "unbiased", "key": 3, "num_samples": 20},
+    ),
     "hosmer_lemeshow_dof": (clf.hosmer_lemeshow, ("lab", "p"), {"bins": 5, "dof": 5}),
     "isotonic_calibration_index": (clf.isotonic_calibration_index, ("lab", "p"), {}),
     "top_label": (clf.top_label_calibration_error, ("cls", "probs"), {}),

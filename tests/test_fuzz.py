@@ -317,6 +317,8 @@ TABLE = [
     ),
     Entry("classification.spiegelhalter_z", clf.spiegelhalter_z, _b_binary),
     Entry("classification.hosmer_lemeshow", clf.hosmer_lemeshow, _b_binary),
+    Entry("classification.kernel_calibration_error", clf.kernel_calibration_error, _b_binary),
+    Entry("classification.kernel_calibration_test", clf.kernel_calibration_test, _b_binary),
     Entry(
         "classification.isotonic_calibration_index",
         clf.isotonic_calibration_index,

@@ -7,7 +7,9 @@ multiclass :func:`top_label_calibration_error`, :func:`marginal_calibration_erro
 
 Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 :func:`spiegelhalter_z`, :func:`hosmer_lemeshow`, :func:`isotonic_calibration_index`
-(ICI, E50, E90, Emax on the isotonic curve).
+(ICI, E50, E90, Emax on the isotonic curve), :func:`kernel_calibration_error` and
+:func:`kernel_calibration_test` (the squared kernel calibration error of Widmann et al.
+2019, binary and multiclass).
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
@@ -32,6 +34,11 @@ from bayescal.classification._calibrators import (
 )
 from bayescal.classification._cross import CrossCalibratedClassifier, cross_calibrate
 from bayescal.classification._io import load_calibrator, save_calibrator
+from bayescal.classification._kernel import (
+    KernelCalibrationTest,
+    kernel_calibration_error,
+    kernel_calibration_test,
+)
 from bayescal.classification._metrics import (
     BrierDecomposition,
     MurphyDecomposition,
@@ -95,6 +102,9 @@ __all__ = [
     # calibration tests and summaries
     "calibration_slope_intercept",
     "spiegelhalter_z",
+    "kernel_calibration_error",
+    "kernel_calibration_test",
+    "KernelCalibrationTest",
     "hosmer_lemeshow",
     "isotonic_calibration_index",
     "CalibrationSlope",

@@ -15,13 +15,19 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import erfc, gammaincc
 
 from bayescal._src import validation as _v
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal.classification._calibrators import _logistic_fit, _logit, _no_infinite_logits
-from bayescal.classification._inputs import binary_inputs, check_eps, quick_compiler_options
+from bayescal.classification._inputs import (
+    binary_inputs,
+    check_eps,
+    observation_weights,
+    quick_compiler_options,
+)
 from bayescal.classification._metrics import _reliability_kernel
 
 __all__ = [
@@ -36,7 +42,7 @@ __all__ = [
 ]
 
 # The arguments with an observation axis (padded to a bucket in eager calls).
-_BUCKET = {"y_true": 0, "y_prob": 0}
+_BUCKET = {"y_true": 0, "y_prob": 0, "weights": 0}
 
 
 def _ones_or(w: jax.Array | None, like: jax.Array) -> jax.Array:
@@ -84,15 +90,16 @@ def _slope_kernel(y, p, w, *, eps):
 
 
 @_v.validated(fuse=True, bucket=_BUCKET)
-def _calibration_slope(y_true, y_prob, *, eps):
+def _calibration_slope(y_true, y_prob, weights, *, eps):
     y, p = binary_inputs(y_true, y_prob)
+    w = observation_weights(weights, p)
     _v.check_both_classes(y, "y_true")
     _no_infinite_logits(p, "y_prob", eps, "the calibration slope")
-    return _slope_kernel(y, p, _v.mask_weights(None, p.shape, p.dtype), eps=eps)
+    return _slope_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype), eps=eps)
 
 
 def calibration_slope_intercept(
-    y_true: Any, y_prob: Any, *, eps: float | None = None
+    y_true: Any, y_prob: Any, *, weights: Any = None, eps: float | None = None
 ) -> CalibrationSlope:
     r"""Cox's calibration slope and intercept, with the likelihood-ratio test of both.
 
@@ -102,6 +109,9 @@ def calibration_slope_intercept(
         Binary labels, 0 or 1 (both classes present).
     y_prob : array_like, shape [N]
         Predicted probabilities of class 1, in (0, 1).
+    weights : array_like, shape [N], optional
+        Nonnegative frequency weights (not all 0): an integer weight counts its row
+        that many times (the result equals that of the repeated rows).
     eps : float in (0, 0.5), optional
         Clip the probabilities to ``[eps, 1 - eps]`` before the logit. Without it,
         probabilities of exactly 0 or 1 raise an error (their logit is infinite).
@@ -143,7 +153,7 @@ def calibration_slope_intercept(
     (0.207, 0.901)
     """
     eps = check_eps(eps)
-    res, ok = _calibration_slope(y_true, y_prob, eps=eps)
+    res, ok = _calibration_slope(y_true, y_prob, weights, eps=eps)
     if _v.is_concrete(ok) and not bool(ok):
         warnings.warn(
             "calibration_slope_intercept: the logistic fit did not converge; the "
@@ -182,7 +192,7 @@ def _spiegelhalter_kernel(y, p, w):
 
 
 @_v.validated(fuse=True, bucket=_BUCKET)
-def spiegelhalter_z(y_true: Any, y_prob: Any) -> SpiegelhalterTest:
+def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> SpiegelhalterTest:
     r"""Spiegelhalter's z test of calibration.
 
     Parameters
@@ -191,6 +201,9 @@ def spiegelhalter_z(y_true: Any, y_prob: Any) -> SpiegelhalterTest:
         Binary labels, 0 or 1.
     y_prob : array_like, shape [N]
         Predicted probabilities of class 1, in [0, 1].
+    weights : array_like, shape [N], optional
+        Nonnegative frequency weights (not all 0): an integer weight counts its row
+        that many times (the result equals that of the repeated rows).
 
     Returns
     -------
@@ -223,7 +236,8 @@ def spiegelhalter_z(y_true: Any, y_prob: Any) -> SpiegelhalterTest:
     (-0.356, 0.722)
     """
     y, p = binary_inputs(y_true, y_prob)
-    return _spiegelhalter_kernel(y, p, _v.mask_weights(None, p.shape, p.dtype))
+    w = observation_weights(weights, p)
+    return _spiegelhalter_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype))
 
 
 # --------------------------------------------------------------------------- Hosmer-Lemeshow
@@ -245,10 +259,31 @@ class HosmerLemeshowTest(NamedTuple):
     p_value: jax.Array
 
 
+def _weighted_quantile_edges(p, w, num_bins):
+    """``np.quantile(np.repeat(p, w), k / num_bins)`` (linear) for frequency weights
+    ``w`` (0 in a bucket's padding), without repeating: the order statistic ``j`` of
+    the repeated data is the first sorted value whose cumulative weight exceeds ``j``;
+    numpy's virtual index ``q (W - 1)`` and ``_lerp``; non-integer weights by the same
+    rule. Edges never decrease (running maximum)."""
+    order = jnp.argsort(p)
+    xs, cw = p[order], jnp.cumsum(w[order])
+    total = cw[-1]
+    q = jnp.asarray(np.arange(num_bins + 1) / num_bins, p.dtype)
+    h = q * (total - 1)
+    lo = jnp.floor(h)
+    t = h - lo
+    last = p.shape[0] - 1
+    a = xs[jnp.minimum(jnp.searchsorted(cw, lo, side="right"), last)]
+    b = xs[jnp.minimum(jnp.searchsorted(cw, lo + 1, side="right"), last)]
+    edges = jnp.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)
+    return jax.lax.cummax(edges)
+
+
 @functools.partial(jax.jit, static_argnames=("num_bins", "dof"))
-def _hl_kernel(y, p, mask, *, num_bins, dof):
+def _hl_kernel(y, p, mask, w, *, num_bins, dof):
+    edges = None if w is None else _weighted_quantile_edges(p, w, num_bins)
     curve, _ = _reliability_kernel(
-        y, p, None, None, mask, num_bins=num_bins, strategy="quantile"
+        y, p, w, edges, mask, num_bins=num_bins, strategy="quantile"
     )
     n_k = curve.weight.astype(p.dtype)
     pbar, ybar = curve.expected, curve.observed
@@ -262,7 +297,12 @@ def _hl_kernel(y, p, mask, *, num_bins, dof):
 
 @_v.validated(fuse=True, bucket=_BUCKET)
 def hosmer_lemeshow(
-    y_true: Any, y_prob: Any, bins: int = 10, *, dof: int | None = None
+    y_true: Any,
+    y_prob: Any,
+    bins: int = 10,
+    *,
+    dof: int | None = None,
+    weights: Any = None,
 ) -> HosmerLemeshowTest:
     r"""The Hosmer-Lemeshow goodness-of-fit test on groups of equal size (deciles of risk).
 
@@ -284,6 +324,10 @@ def hosmer_lemeshow(
         :math:`\chi^2_g`: pass ``dof=bins``; with ``bins - 2`` there the test rejects
         about 11% instead of 5% of calibrated models at ``bins=10`` (checked by
         simulation in the tests).
+    weights : array_like, shape [N], optional
+        Nonnegative frequency weights (not all 0): an integer weight counts its row
+        that many times, in the groups' sums and in their quantile edges (the
+        quantiles of the repeated rows; the result equals that of the repeated rows).
 
     Returns
     -------
@@ -330,8 +374,10 @@ def hosmer_lemeshow(
     else:
         dof = _v.check_positive_int(dof, "dof")
     y, p = binary_inputs(y_true, y_prob)
+    w = observation_weights(weights, p)
     mask = _v.observation_mask(p.shape[0])
-    return _hl_kernel(y, p, mask, num_bins=num_bins, dof=dof)
+    w = _v.mask_weights(w, p.shape, p.dtype)
+    return _hl_kernel(y, p, mask, w, num_bins=num_bins, dof=dof)
 
 
 # --------------------------------------------------------------------------- ICI

@@ -1,0 +1,163 @@
+"""Shared pieces of the squared kernel calibration error (private).
+
+Widmann, Lindsten & Zachariah (2019, 2021): the SKCE is the expectation of a
+symmetric pair function ``h`` over two independent observations; its unbiased
+quadratic estimator is the U-statistic over all pairs ``i != j``, its linear estimator
+the mean of ``h`` over the disjoint pairs ``(0, 1), (2, 3), ...``. Here: the median
+heuristic, the blocked pair sum (memory ``O(N * block)``), the linear pairs and the
+normal p-value of the linear estimator. Observations carry weights ``w``: 1 for a real
+observation and 0 for a bucket's padding (which comes last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import erfc
+
+#: Values of one ``[block, N, ...]`` intermediate of the pair sums (16 MiB of float32).
+BLOCK_VALUES = 1 << 22
+#: The median heuristic looks at the pairs of at most this many observations.
+MEDIAN_POINTS = 512
+
+
+def block_rows(n: int, width: int = 1) -> int:
+    """Rows per block of a ``[block, n, width]`` pair computation (>= 1, <= n)."""
+    return int(max(1, min(n, BLOCK_VALUES // max(1, n * width))))
+
+
+def check_bandwidth(value: Any, name: str = "bandwidth") -> float | None:
+    """``None`` (the median heuristic) or a positive finite float."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(
+            f"{name} must be None (the median heuristic) or a positive float; got "
+            f"{type(value).__name__} {value!r}."
+        )
+    if not (np.isfinite(float(value)) and float(value) > 0):
+        raise ValueError(
+            f"{name} must be None (the median heuristic) or a positive finite float; "
+            f"got {value!r}."
+        )
+    return float(value)
+
+
+def check_estimator(value: Any) -> str:
+    if value not in ("unbiased", "linear"):
+        raise ValueError(
+            f"estimator must be 'unbiased' (the quadratic U-statistic) or 'linear' (the "
+            f"linear-time estimator); got {value!r}."
+        )
+    return value
+
+
+def check_min_length(length: int, name: str, minimum: int, what: str) -> None:
+    if length < minimum:
+        raise ValueError(
+            f"{name} has {length} observations; {what} needs at least {minimum}. "
+            "Pass more observations."
+        )
+
+
+def real_count(w: jax.Array) -> jax.Array:
+    """The number of real observations (int32): the padding has weight 0."""
+    return jnp.sum(w > 0).astype(jnp.int32)
+
+
+def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) -> jax.Array:
+    """The median heuristic: the median of ``dist(x_i, x_j)`` over pairs ``i < j``.
+
+    ``x``: a pytree of per-observation arrays (observations first), the first ``n`` real.
+    Up to :data:`MEDIAN_POINTS` observations all pairs; beyond, the pairs of the
+    observations at ``floor(k n / M)``, ``k < M`` (spread over the data). The median
+    is ``np.median``'s (the mean of the middle two for an even count). When it is 0
+    (more than half the pairs at distance 0) the mean distance is used, and 1 when
+    that is 0 too.
+    """
+    size = jax.tree_util.tree_leaves(x)[0].shape[0]
+    points = min(size, MEDIAN_POINTS)
+    m = jnp.minimum(n, points)
+    k = jnp.arange(points)
+    idx = jnp.minimum((k * n) // jnp.maximum(m, 1), size - 1)
+    sub = jax.tree_util.tree_map(lambda a: a[idx], x)
+    rows = jax.tree_util.tree_map(lambda a: a[:, None], sub)
+    cols = jax.tree_util.tree_map(lambda a: a[None, :], sub)
+    d = dist(rows, cols)
+    valid = (k[:, None] < k[None, :]) & (k[None, :] < m)
+    count = (m * (m - 1)) // 2
+    s = jnp.sort(jnp.where(valid, d, jnp.inf).ravel())
+    c = jnp.maximum(count, 1)
+    med = (s[(c - 1) // 2] + s[c // 2]) / 2
+    mean = jnp.sum(jnp.where(valid, d, 0)) / jnp.maximum(count, 1).astype(d.dtype)
+    out = jnp.where(med > 0, med, jnp.where(mean > 0, mean, jnp.ones_like(med)))
+    return jnp.where(count > 0, out, jnp.nan).astype(d.dtype)
+
+
+def pair_sum(h: Callable[..., jax.Array], x: Any, w: jax.Array) -> jax.Array:
+    """``sum_{i != j} w_i w_j h(x_i, x_j)`` in blocks of rows (memory ``O(N block)``).
+
+    ``h(rows, cols)`` takes pytrees whose leaves are ``[B, 1, ...]`` and ``[1, N, ...]``
+    and returns ``[B, N]``.
+    """
+    leaves = jax.tree_util.tree_leaves(x)
+    size = leaves[0].shape[0]
+    width = max(int(np.prod(a.shape[1:], dtype=int)) for a in leaves)
+    block = block_rows(size, width)
+    nblocks = -(-size // block)
+    pad = nblocks * block - size
+    xp = jax.tree_util.tree_map(
+        lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]) if pad else a, x
+    )
+    wp = jnp.concatenate([w, jnp.zeros((pad,), w.dtype)]) if pad else w
+    cols = jax.tree_util.tree_map(lambda a: a[None], x)
+    j = jnp.arange(size)
+
+    def one(b):
+        start = b * block
+        rows = jax.tree_util.tree_map(
+            lambda a: jax.lax.dynamic_slice_in_dim(a, start, block)[:, None], xp
+        )
+        wr = jax.lax.dynamic_slice_in_dim(wp, start, block)
+        i = start + jnp.arange(block)
+        weight = jnp.where(i[:, None] != j[None, :], wr[:, None] * w[None, :], 0)
+        return jnp.sum(weight * h(rows, cols))
+
+    return jnp.sum(jax.lax.map(one, jnp.arange(nblocks)))
+
+
+def linear_terms(h: Callable[..., jax.Array], x: Any, w: jax.Array):
+    """``h`` on the pairs ``(2i, 2i+1)`` and their validity (both observations real)."""
+    size = jax.tree_util.tree_leaves(x)[0].shape[0]
+    m = size // 2
+    even = jax.tree_util.tree_map(lambda a: a[0 : 2 * m : 2], x)
+    odd = jax.tree_util.tree_map(lambda a: a[1 : 2 * m : 2], x)
+    valid = (w[0 : 2 * m : 2] > 0) & (w[1 : 2 * m : 2] > 0)
+    return h(even, odd), valid
+
+
+def linear_estimate(terms: jax.Array, valid: jax.Array) -> jax.Array:
+    count = jnp.sum(valid).astype(terms.dtype)
+    return jnp.sum(jnp.where(valid, terms, 0)) / count
+
+
+def linear_test(terms: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The linear estimate and its one-sided p-value from the normal approximation.
+
+    Widmann et al. (2019), Lemma 3 / Corollary: ``sqrt(m) (SKCE_ul - SKCE) / s`` is
+    asymptotically standard normal, ``s`` the standard deviation of the ``m`` terms;
+    under calibration SKCE = 0, so ``p = 1 - Phi(sqrt(m) SKCE_ul / s_hat)`` with
+    ``s_hat`` the sample standard deviation (ddof 1).
+    """
+    m = jnp.sum(valid).astype(terms.dtype)
+    mean = jnp.sum(jnp.where(valid, terms, 0)) / m
+    var = jnp.sum(jnp.where(valid, (terms - mean) ** 2, 0)) / (m - 1)
+    z = jnp.sqrt(m) * mean / jnp.sqrt(var)
+    p = 0.5 * erfc(z / jnp.sqrt(jnp.asarray(2.0, terms.dtype)))
+    # every term equal (e.g. all 0): no evidence against calibration unless mean > 0
+    p = jnp.where(var > 0, p, jnp.where(mean > 0, 0.0, 1.0).astype(terms.dtype))
+    return mean, p.astype(terms.dtype)

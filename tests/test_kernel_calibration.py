@@ -1,0 +1,298 @@
+"""Squared kernel calibration error (Widmann, Lindsten & Zachariah 2019): the estimators
+against a numpy double loop of the paper's formulas, the tests' sizes under the null
+and power on miscalibrated models by simulation (fixed seeds), jit/vmap, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayescal import classification as clf
+
+X64 = bool(jax.config.jax_enable_x64)
+TOL = 1e-9 if X64 else 2e-5
+
+
+def _dtype():
+    return np.float64 if X64 else np.float32
+
+
+# ----------------------------------------------------------------- numpy reference
+def _reference(y, p, bandwidth=None):
+    """Widmann et al. (2019), section 4: with k(p, p') = exp(-||p - p'|| / nu) I_C and
+    h_ij = k(p_i, p_j)-weighted (e_{y_i} - p_i)^T (e_{y_j} - p_j),
+    SKCE_uq = binom(n, 2)^-1 sum_{i<j} h_ij (the U-statistic) and
+    SKCE_ul = floor(n/2)^-1 sum_i h_{2i-1, 2i} (Lemma 3's linear estimator); nu the
+    median of ||p_i - p_j|| over i < j (np.median) when not given. Plain double loops
+    in float64; binary p is the two-class vector (1 - p, p)."""
+    p = np.asarray(p, np.float64)
+    y = np.asarray(y)
+    if p.ndim == 1:
+        p = np.stack([1 - p, p], axis=1)
+        y = y.astype(int)
+    n, c = p.shape
+    e = np.eye(c)[y]
+    r = e - p
+    if bandwidth is None:
+        d = [np.linalg.norm(p[i] - p[j]) for i in range(n) for j in range(i + 1, n)]
+        bandwidth = float(np.median(d))
+
+    def h(i, j):
+        return math.exp(-np.linalg.norm(p[i] - p[j]) / bandwidth) * float(r[i] @ r[j])
+
+    uq = sum(h(i, j) for i in range(n) for j in range(i + 1, n)) / (n * (n - 1) / 2)
+    m = n // 2
+    terms = np.array([h(2 * i, 2 * i + 1) for i in range(m)])
+    return uq, terms.mean(), terms, bandwidth
+
+
+def _binary(n, seed, *, shrink=1.0):
+    rng = np.random.default_rng(seed)
+    q = 1 / (1 + np.exp(-rng.normal(-0.3, 1.2, n)))
+    y = (rng.random(n) < q).astype(np.float64)
+    p = 1 / (1 + np.exp(-np.log(q / (1 - q)) / shrink))
+    return y, p.astype(_dtype())
+
+
+def _multiclass(n, c, seed, *, temperature=1.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 1.5, (n, c))
+    q = np.exp(z) / np.exp(z).sum(1, keepdims=True)
+    y = np.array([rng.choice(c, p=row) for row in q])
+    zt = z / temperature
+    p = np.exp(zt) / np.exp(zt).sum(1, keepdims=True)
+    return y, p.astype(_dtype())
+
+
+@pytest.mark.parametrize("n", [2, 7, 60])
+@pytest.mark.parametrize("bandwidth", [None, 0.3])
+def test_binary_estimators_equal_the_numpy_double_loop(n, bandwidth):
+    y, p = _binary(n, n, shrink=0.7)
+    uq, ul, _, _ = _reference(y, p, bandwidth)
+    got_uq = clf.kernel_calibration_error(y, p, bandwidth=bandwidth)
+    got_ul = clf.kernel_calibration_error(y, p, estimator="linear", bandwidth=bandwidth)
+    np.testing.assert_allclose(float(got_uq), uq, rtol=1e-4, atol=TOL)
+    np.testing.assert_allclose(float(got_ul), ul, rtol=1e-4, atol=TOL)
+
+
+@pytest.mark.parametrize("n,c", [(5, 3), (41, 4), (90, 10)])
+def test_multiclass_estimators_equal_the_numpy_double_loop(n, c):
+    y, p = _multiclass(n, c, n + c, temperature=0.6)
+    uq, ul, _, _ = _reference(y, p)
+    np.testing.assert_allclose(float(clf.kernel_calibration_error(y, p)), uq, rtol=1e-4, atol=TOL)
+    got = clf.kernel_calibration_error(y, p, estimator="linear")
+    np.testing.assert_allclose(float(got), ul, rtol=1e-4, atol=TOL)
+
+
+def test_median_heuristic_is_the_reference_median_and_the_test_reports_it():
+    y, p = _binary(101, 3)  # 5050 pairs (even count: np.median's mean of two)
+    _, _, _, nu = _reference(y, p)
+    t = clf.kernel_calibration_test(y, p)
+    np.testing.assert_allclose(float(t.bandwidth), nu, rtol=1e-5)
+
+
+def test_more_than_512_observations_are_blocked_and_match_the_reference():
+    # the O(N^2) sum runs in blocks of rows; its value is the double loop's (a given
+    # bandwidth: the median heuristic subsamples beyond 512 observations)
+    y, p = _binary(700, 4, shrink=0.8)
+    uq, ul, _, _ = _reference(y, p, 0.25)
+    np.testing.assert_allclose(
+        float(clf.kernel_calibration_error(y, p, bandwidth=0.25)), uq, rtol=1e-3, atol=TOL
+    )
+
+
+def test_binary_equals_the_two_class_form():
+    # property: a binary y_prob is the two-class case (1 - p, p)
+    y, p = _binary(300, 5)
+    both = np.stack([1 - p, p], axis=1)
+    for est in ("unbiased", "linear"):
+        a = clf.kernel_calibration_error(y, p, estimator=est)
+        b = clf.kernel_calibration_error(y.astype(int), both, estimator=est)
+        np.testing.assert_allclose(float(a), float(b), rtol=1e-4, atol=10 * TOL)
+
+
+def test_linear_test_p_value_is_the_normal_tail_of_the_reference_terms():
+    # Widmann et al. (2019), Lemma 3: z = sqrt(m) mean / sd (ddof 1); p = 1 - Phi(z)
+    import scipy.stats
+
+    y, p = _binary(200, 6, shrink=0.6)
+    _, ul, terms, nu = _reference(y, p)
+    z = math.sqrt(len(terms)) * terms.mean() / terms.std(ddof=1)
+    t = clf.kernel_calibration_test(y, p)
+    np.testing.assert_allclose(float(t.statistic), ul, rtol=1e-4, atol=TOL)
+    np.testing.assert_allclose(float(t.p_value), scipy.stats.norm.sf(z), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(float(t.bandwidth), nu, rtol=1e-5)
+
+
+def test_unbiased_test_statistic_is_the_estimate_and_the_p_value_is_a_resampling_rank():
+    y, p = _binary(150, 7)
+    t = clf.kernel_calibration_test(y, p, estimator="unbiased", key=3, num_samples=99)
+    np.testing.assert_allclose(
+        float(t.statistic), float(clf.kernel_calibration_error(y, p)), rtol=1e-5, atol=TOL
+    )
+    # (1 + #{T_b >= T}) / (1 + B): a multiple of 1/100 in (0, 1]
+    k = float(t.p_value) * 100
+    assert 1 <= round(k) <= 100 and abs(k - round(k)) < 1e-3
+    # the same key gives the same p-value; another key usually another
+    again = clf.kernel_calibration_test(y, p, estimator="unbiased", key=3, num_samples=99)
+    assert float(again.p_value) == float(t.p_value)
+
+
+def test_new_n_in_a_bucket_gives_the_unpadded_values():
+    # 300 and the padded bucket of 320: the padding must change nothing (property)
+    y, p = _binary(300, 8, shrink=0.8)
+    yj, pj = jnp.asarray(y), jnp.asarray(p)
+    for est in ("unbiased", "linear"):
+        eager = clf.kernel_calibration_error(y, p, estimator=est)
+        traced = jax.jit(lambda a, b, e=est: clf.kernel_calibration_error(a, b, estimator=e))(yj, pj)
+        np.testing.assert_allclose(float(eager), float(traced), rtol=1e-4, atol=10 * TOL)
+    key = jax.random.key(1)
+    eager = clf.kernel_calibration_test(y, p, estimator="unbiased", key=key, num_samples=49)
+    traced = jax.jit(
+        lambda a, b, k: clf.kernel_calibration_test(
+            a, b, estimator="unbiased", key=k, num_samples=49
+        )
+    )(yj, pj, key)
+    for a, b in zip(eager, traced, strict=True):
+        np.testing.assert_allclose(float(a), float(b), rtol=1e-4, atol=10 * TOL)
+
+
+def test_vmap_equals_a_loop():
+    ys, ps = zip(*[_binary(64, 20 + s, shrink=0.7) for s in range(4)], strict=True)
+    ys, ps = np.stack(ys), np.stack(ps)
+    for est in ("unbiased", "linear"):
+        fn = lambda a, b, e=est: clf.kernel_calibration_error(a, b, estimator=e)  # noqa: E731
+        batched = np.asarray(jax.vmap(fn)(jnp.asarray(ys), jnp.asarray(ps)))
+        loop = [float(fn(a, b)) for a, b in zip(ys, ps, strict=True)]
+        np.testing.assert_allclose(batched, loop, rtol=1e-4, atol=10 * TOL)
+    res = jax.vmap(lambda a, b: clf.kernel_calibration_test(a, b).p_value)(
+        jnp.asarray(ys), jnp.asarray(ps)
+    )
+    loop = [float(clf.kernel_calibration_test(a, b).p_value) for a, b in zip(ys, ps, strict=True)]
+    np.testing.assert_allclose(np.asarray(res), loop, rtol=1e-4, atol=1e-6)
+
+
+def test_multiclass_jit_and_vmap_equal_eager():
+    ys, ps = zip(*[_multiclass(50, 3, 60 + s) for s in range(3)], strict=True)
+    ys, ps = np.stack(ys), np.stack(ps)
+    for est in ("unbiased", "linear"):
+        fn = lambda a, b, e=est: clf.kernel_calibration_error(a, b, estimator=e)  # noqa: E731
+        loop = [float(fn(a, b)) for a, b in zip(ys, ps, strict=True)]
+        batched = np.asarray(jax.vmap(fn)(jnp.asarray(ys), jnp.asarray(ps)))
+        np.testing.assert_allclose(batched, loop, rtol=1e-4, atol=10 * TOL)
+        jitted = float(jax.jit(fn)(jnp.asarray(ys[0]), jnp.asarray(ps[0])))
+        np.testing.assert_allclose(jitted, loop[0], rtol=1e-4, atol=10 * TOL)
+
+
+# ----------------------------------------------------------------- bad input
+def test_bad_input_names_the_argument():
+    y, p = _binary(50, 9)
+    fn = clf.kernel_calibration_error
+    with pytest.raises(ValueError, match="y_true"):
+        fn(np.where(np.arange(50) == 3, 2.0, y), p)
+    with pytest.raises(ValueError, match="y_prob"):
+        fn(y, np.where(np.arange(50) == 3, 1.5, p))
+    with pytest.raises(ValueError, match="y_prob"):
+        fn(y, p[:-1])
+    with pytest.raises(ValueError, match="y_prob"):
+        fn(y[:1], p[:1])
+    with pytest.raises(ValueError, match="y_prob"):
+        fn(y, np.ones((50, 1)))
+    yc, pc = _multiclass(30, 3, 1)
+    with pytest.raises(ValueError, match="y_prob"):
+        fn(yc, pc * 1.5)  # rows do not sum to 1
+    with pytest.raises(ValueError, match="y_true"):
+        fn(np.where(np.arange(30) == 0, 3, yc), pc)
+    with pytest.raises(ValueError, match="estimator"):
+        fn(y, p, estimator="quadratic")
+    with pytest.raises(ValueError, match="bandwidth"):
+        fn(y, p, bandwidth=0.0)
+    with pytest.raises(TypeError, match="bandwidth"):
+        fn(y, p, bandwidth="median")
+    with pytest.raises(TypeError, match="key"):
+        clf.kernel_calibration_test(y, p, estimator="unbiased")
+    with pytest.raises(ValueError, match="num_samples"):
+        clf.kernel_calibration_test(y, p, estimator="unbiased", key=0, num_samples=0)
+    with pytest.raises(ValueError, match="y_prob"):
+        clf.kernel_calibration_test(y[:3], p[:3])
+    # under jit the failed check makes the result NaN instead of a plausible number
+    out = jax.jit(fn)(jnp.asarray(y), jnp.asarray(np.where(np.arange(50) == 3, 1.5, p)))
+    assert np.isnan(float(out))
+
+
+# ----------------------------------------------------------------- size and power
+def _simulate(reps, n, seed, shrink=1.0):
+    rng = np.random.default_rng(seed)
+    q = 1 / (1 + np.exp(-rng.normal(-0.3, 1.2, (reps, n))))
+    y = (rng.random((reps, n)) < q).astype(np.float64)
+    p = 1 / (1 + np.exp(-np.log(q / (1 - q)) / shrink))
+    return jnp.asarray(y, _dtype()), jnp.asarray(p, _dtype())
+
+
+def _band(reps):  # three binomial standard errors of a 5% rate
+    return 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def _linear_p(y, p):
+    return clf.kernel_calibration_test(y, p).p_value
+
+
+def _unbiased_p(y, p, k):
+    return clf.kernel_calibration_test(y, p, estimator="unbiased", key=k, num_samples=99).p_value
+
+
+def _rates(y, p, estimator, seed=0):
+    if estimator == "linear":
+        pv = jax.vmap(_linear_p)(y, p)
+    else:
+        keys = jax.random.split(jax.random.key(seed), y.shape[0])
+        pv = jax.vmap(_unbiased_p)(y, p, keys)
+    pv = np.asarray(pv)
+    assert np.isfinite(pv).all()
+    return float(np.mean(pv < 0.05))
+
+
+@pytest.mark.parametrize("estimator,reps,n", [("linear", 1000, 400), ("unbiased", 400, 150)])
+def test_size_at_the_nominal_level(estimator, reps, n):
+    y, p = _simulate(reps, n, 31)
+    rate = _rates(y, p, estimator)
+    assert abs(rate - 0.05) < _band(reps), rate
+
+
+def test_power_of_the_unbiased_test_on_overconfident_predictions():
+    y, p = _simulate(100, 200, 32, shrink=0.5)  # logits doubled
+    assert _rates(y, p, "unbiased") > 0.8
+
+
+def test_power_of_the_linear_test_on_squared_probabilities():
+    # the linear test spends half its pairs' information: it needs a larger N or a
+    # larger miscalibration (on the doubled logits above it rejects ~13% at N = 1000)
+    y, p = _simulate(100, 2000, 32)
+    assert _rates(y, jnp.square(p), "linear") > 0.8
+
+
+def _multiclass_sims(reps, n, c, seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 1.5, (reps, n, c))
+    q = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+    u = rng.random((reps, n, 1))
+    y = np.minimum((np.cumsum(q, -1) < u).sum(-1), c - 1)
+    zt = scale * z
+    p = np.exp(zt) / np.exp(zt).sum(-1, keepdims=True)
+    return jnp.asarray(y), jnp.asarray(p, _dtype())
+
+
+@pytest.mark.parametrize("estimator,reps,n", [("linear", 300, 300), ("unbiased", 300, 120)])
+def test_multiclass_size_at_the_nominal_level(estimator, reps, n):
+    y, p = _multiclass_sims(reps, n, 4, 33)
+    rate = _rates(y, p, estimator, seed=1)
+    assert abs(rate - 0.05) < _band(reps), rate
+
+
+def test_multiclass_power_of_the_unbiased_test_on_overconfident_predictions():
+    y, p = _multiclass_sims(100, 200, 4, 34, scale=2.0)  # logits doubled
+    assert _rates(y, p, "unbiased", seed=2) > 0.8
