@@ -11,7 +11,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
-:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`; cross-validated
+:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`, and for multiclass
+:func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`; cross-validated
 fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
@@ -48,6 +49,14 @@ from bayescal.classification._metrics import (
 from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
+)
+from bayescal.classification._scaling import (
+    DirichletCalibrator,
+    MatrixScalingCalibrator,
+    VectorScalingCalibrator,
+    fit_dirichlet,
+    fit_matrix_scaling,
+    fit_vector_scaling,
 )
 from bayescal.classification._smooth import (
     smooth_calibration_error,
@@ -108,12 +117,18 @@ __all__ = [
     "fit_beta",
     "fit_temperature",
     "fit_one_vs_rest",
+    "fit_vector_scaling",
+    "fit_matrix_scaling",
+    "fit_dirichlet",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "BetaCalibrator",
     "TemperatureCalibrator",
     "OneVsRestCalibrator",
+    "VectorScalingCalibrator",
+    "MatrixScalingCalibrator",
+    "DirichletCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
