@@ -12,7 +12,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`, and for multiclass
-:func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`; cross-validated
+:func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
+:func:`fit_top_label`; cross-validated
 fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
@@ -24,12 +25,15 @@ from bayescal.classification._calibrators import (
     OneVsRestCalibrator,
     PlattCalibrator,
     TemperatureCalibrator,
+    TopLabelCalibrator,
+    TopLabelPrediction,
     fit_beta,
     fit_histogram_binning,
     fit_isotonic,
     fit_one_vs_rest,
     fit_platt,
     fit_temperature,
+    fit_top_label,
 )
 from bayescal.classification._cross import CrossCalibratedClassifier, cross_calibrate
 from bayescal.classification._io import load_calibrator, save_calibrator
@@ -120,6 +124,7 @@ __all__ = [
     "fit_vector_scaling",
     "fit_matrix_scaling",
     "fit_dirichlet",
+    "fit_top_label",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -129,6 +134,8 @@ __all__ = [
     "VectorScalingCalibrator",
     "MatrixScalingCalibrator",
     "DirichletCalibrator",
+    "TopLabelCalibrator",
+    "TopLabelPrediction",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
