@@ -352,6 +352,11 @@ def cases() -> dict:
             lambda d, cal: cal(d.mc_prob),
             fitted(lambda d: C.fit_dirichlet(d.mc_label, d.mc_prob)),
         ),
+        "fit_top_label": (lambda d, _: C.fit_top_label(d.mc_label, d.mc_prob), None),
+        "fit_top_label -> apply": (
+            lambda d, cal: cal(d.mc_prob),
+            fitted(lambda d: C.fit_top_label(d.mc_label, d.mc_prob)),
+        ),
         "fit_one_vs_rest": (lambda d, _: C.fit_one_vs_rest(d.mc_label, d.mc_prob), None),
         "fit_one_vs_rest -> apply": (
             lambda d, cal: cal(d.mc_prob),

@@ -215,6 +215,7 @@ def _fits():
             d["cls"], np.log(d["probs"]), reg_lambda=0.1, reg_mu=0.1
         ),
         "dirichlet": clf.fit_dirichlet(d["cls"], d["probs"], eps=1e-7),
+        "top_label": clf.fit_top_label(d["cls"], d["probs"], method="isotonic"),
         "isotonic_recalibrator": reg.fit_isotonic_recalibrator(d["pit"]),
         "sigma_scaling": reg.fit_sigma_scaling(d["y"], d["loc"], d["scale"]),
     }

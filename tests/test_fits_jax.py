@@ -62,6 +62,7 @@ FITS = {
         {"reg_lambda": 0.1, "reg_mu": 0.1},
     ),
     "dirichlet": (clf.fit_dirichlet, ("cls", "probs3"), {"reg_lambda": 0.01}),
+    "top_label": (clf.fit_top_label, ("cls", "probs3"), {"bins": 5}),
     "dirichlet_l2": (
         clf.fit_dirichlet,
         ("cls", "probs3"),

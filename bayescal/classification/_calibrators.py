@@ -1296,6 +1296,12 @@ class TopLabelCalibrator:
             c._bucketed() if isinstance(c, IsotonicCalibrator) else c for c in self.calibrators
         )
         both = newton.apply_bucketed(_top_label_apply, cals, p)  # [N, 2]
+        if _v.is_concrete(both) and _v.host_resident(both):
+            # split on the host: slicing on the device compiles a program per N
+            b = np.asarray(both)
+            return TopLabelPrediction(
+                jax.device_put(b[:, 0].astype(np.int32)), jax.device_put(b[:, 1])
+            )
         return TopLabelPrediction(both[:, 0].astype(jnp.int32), both[:, 1])
 
 
