@@ -1,7 +1,10 @@
 """One damped (projected) Newton solver for the small parametric fits of both branches.
 
 Platt scaling, beta calibration, temperature scaling and sigma-scaling all minimise a
-smooth convex sum of per-observation losses over 1-3 parameters. :func:`minimize`
+smooth convex sum of per-observation losses over 1-3 parameters (their algebra is
+unrolled into scalar operations); the multiclass vector and matrix scaling and
+Dirichlet fits use the same loop with 2K or K(K + 1) parameters (array algebra and a
+Cholesky solve). :func:`minimize`
 does that with Newton steps, a backtracking (Armijo) line search, a Levenberg ridge
 when the Hessian is (nearly) singular, and lower bounds by projection (Bertsekas'
 projected Newton: a variable at its bound whose gradient pushes it further out is held
