@@ -342,6 +342,35 @@ def cases() -> dict:
             lambda d, cal: cal(d.mc_logits),
             fitted(lambda d: C.fit_temperature(d.mc_label, d.mc_logits)),
         ),
+        "fit_vector_scaling": (
+            lambda d, _: C.fit_vector_scaling(d.mc_label, d.mc_logits),
+            None,
+        ),
+        "fit_vector_scaling -> apply": (
+            lambda d, cal: cal(d.mc_logits),
+            fitted(lambda d: C.fit_vector_scaling(d.mc_label, d.mc_logits)),
+        ),
+        "fit_matrix_scaling": (
+            lambda d, _: C.fit_matrix_scaling(d.mc_label, d.mc_logits, reg_lambda=0.01),
+            None,
+        ),
+        "fit_matrix_scaling -> apply": (
+            lambda d, cal: cal(d.mc_logits),
+            fitted(lambda d: C.fit_matrix_scaling(d.mc_label, d.mc_logits)),
+        ),
+        "fit_dirichlet": (
+            lambda d, _: C.fit_dirichlet(d.mc_label, d.mc_prob, reg_lambda=0.01, reg_mu=0.01),
+            None,
+        ),
+        "fit_dirichlet -> apply": (
+            lambda d, cal: cal(d.mc_prob),
+            fitted(lambda d: C.fit_dirichlet(d.mc_label, d.mc_prob)),
+        ),
+        "fit_top_label": (lambda d, _: C.fit_top_label(d.mc_label, d.mc_prob), None),
+        "fit_top_label -> apply": (
+            lambda d, cal: cal(d.mc_prob),
+            fitted(lambda d: C.fit_top_label(d.mc_label, d.mc_prob)),
+        ),
         "fit_one_vs_rest": (lambda d, _: C.fit_one_vs_rest(d.mc_label, d.mc_prob), None),
         "fit_one_vs_rest -> apply": (
             lambda d, cal: cal(d.mc_prob),

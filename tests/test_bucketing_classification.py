@@ -185,6 +185,31 @@ CASES = {
         ("cls", "logits3"),
         {},
     ),
+    # the multiclass scaling fits (newton.bucketed_fit), compared by their calibrated
+    # probabilities: at n = 7 the likelihood is nearly flat along some coefficients
+    # (near separation), where padded and unpadded rounding stop the solver at points
+    # a few 1e-3 apart with the same predictions
+    "fit_vector_scaling": (
+        lambda y, z: C.fit_vector_scaling(y, z)(z),
+        ("cls", "logits3"),
+        {},
+    ),
+    "fit_matrix_scaling": (
+        lambda y, z: C.fit_matrix_scaling(y, z, reg_lambda=0.1)(z),
+        ("cls", "logits3"),
+        {},
+    ),
+    "fit_dirichlet": (
+        lambda y, p: C.fit_dirichlet(y, p, reg_mu=0.1)(p),
+        ("cls", "probs3"),
+        {},
+    ),
+    # top-label: one bucketed histogram fit per class (the same program), and its call
+    "fit_top_label": (
+        lambda y, p: (lambda cal: (cal, cal(p)))(C.fit_top_label(y, p, bins=6)),
+        ("cls", "probs3"),
+        {},
+    ),
 }
 # cross_calibrate calls a host function (fit_predict) and draws its folds on the host:
 # jax.jit cannot trace it. Its reference is the same call with padding switched off
@@ -207,6 +232,14 @@ COVERS = {
     "classification.fit_one_vs_rest",
     "classification.OneVsRestCalibrator",
     "classification.fit_temperature",
+    "classification.fit_vector_scaling",
+    "classification.VectorScalingCalibrator",
+    "classification.fit_matrix_scaling",
+    "classification.MatrixScalingCalibrator",
+    "classification.fit_dirichlet",
+    "classification.DirichletCalibrator",
+    "classification.fit_top_label",
+    "classification.TopLabelCalibrator",
     "classification.cross_calibrate",
     "classification.CrossCalibratedClassifier",
 }

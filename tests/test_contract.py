@@ -217,6 +217,12 @@ def _fits():
         "beta": clf.fit_beta(d["lab"], d["p"]),
         "temperature": clf.fit_temperature(d["cls"], np.log(d["probs"])),
         "one_vs_rest": clf.fit_one_vs_rest(d["cls"], d["probs"], method="platt"),
+        "vector_scaling": clf.fit_vector_scaling(d["cls"], np.log(d["probs"])),
+        "matrix_scaling": clf.fit_matrix_scaling(
+            d["cls"], np.log(d["probs"]), reg_lambda=0.1, reg_mu=0.1
+        ),
+        "dirichlet": clf.fit_dirichlet(d["cls"], d["probs"], eps=1e-7),
+        "top_label": clf.fit_top_label(d["cls"], d["probs"], method="isotonic"),
         "isotonic_recalibrator": reg.fit_isotonic_recalibrator(d["pit"]),
         "sigma_scaling": reg.fit_sigma_scaling(d["y"], d["loc"], d["scale"]),
     }

@@ -339,6 +339,10 @@ TABLE = [
         _b_multiclass,
     ),
     Entry("classification.fit_temperature", clf.fit_temperature, _b_logits),
+    Entry("classification.fit_vector_scaling", clf.fit_vector_scaling, _b_logits),
+    Entry("classification.fit_matrix_scaling", clf.fit_matrix_scaling, _b_logits),
+    Entry("classification.fit_dirichlet", clf.fit_dirichlet, _b_multiclass),
+    Entry("classification.fit_top_label", clf.fit_top_label, _b_multiclass),
 ]
 
 
@@ -513,6 +517,12 @@ def _calibrator_cases():
         "beta": (clf.fit_beta(y, p), lambda c: c(p[:4])),
         "temperature": (clf.fit_temperature(labels, np.log(probs)), lambda c: c(np.log(probs[:4]))),
         "one_vs_rest": (clf.fit_one_vs_rest(labels, probs, method="platt"), lambda c: c(probs[:4])),
+        "vector_scaling": (clf.fit_vector_scaling(labels, np.log(probs)),
+                           lambda c: c(np.log(probs[:4]))),
+        "matrix_scaling": (clf.fit_matrix_scaling(labels, np.log(probs), reg_lambda=1.0),
+                           lambda c: c(np.log(probs[:4]))),
+        "dirichlet": (clf.fit_dirichlet(labels, probs, reg_lambda=1.0), lambda c: c(probs[:4])),
+        "top_label": (clf.fit_top_label(labels, probs, bins=2), lambda c: c(probs[:4])),
         "recalibrator": (reg.fit_isotonic_recalibrator(p), lambda c: c(p[:4])),
         "conformal": (reg.fit_conformal(yr, np.zeros(30), np.ones(30), alpha=0.2),
                       lambda c: c(np.zeros(4), ones)),

@@ -89,6 +89,23 @@ _BINARY = (
 )
 
 
+def _matrix_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
+    """A square ``coef [C, C]`` (C >= 2) and an ``intercept [C]``."""
+    return [
+        (
+            "coef",
+            lambda d: d["coef"].ndim == 2
+            and d["coef"].shape[0] == d["coef"].shape[1] >= 2,
+            "a square [C, C] matrix with C >= 2",
+        ),
+        (
+            "intercept",
+            lambda d: d["intercept"].shape == d["coef"].shape[:1],
+            "1-D with one entry per row of coef",
+        ),
+    ]
+
+
 def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
     """(field, predicate over all fields, what must hold) per class."""
     table: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], str]]] = {
@@ -127,6 +144,19 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
         "TemperatureCalibrator": [
             *_scalar("temperature"),
             ("temperature", lambda d: _positive(d["temperature"]), _POSITIVE),
+        ],
+        "VectorScalingCalibrator": [
+            _vector("coef", 2),
+            (
+                "intercept",
+                lambda d: d["intercept"].shape == d["coef"].shape,
+                "the shape of coef",
+            ),
+        ],
+        "MatrixScalingCalibrator": _matrix_rules(),
+        "DirichletCalibrator": [
+            *_matrix_rules(),
+            ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
         ],
         "IsotonicLevelCalibrator": [
             _vector("raw", 2),

@@ -1,7 +1,10 @@
 """One damped (projected) Newton solver for the small parametric fits of both branches.
 
 Platt scaling, beta calibration, temperature scaling and sigma-scaling all minimise a
-smooth convex sum of per-observation losses over 1-3 parameters. :func:`minimize`
+smooth convex sum of per-observation losses over 1-3 parameters (their algebra is
+unrolled into scalar operations); the multiclass vector and matrix scaling and
+Dirichlet fits use the same loop with 2K or K(K + 1) parameters (array algebra and a
+Cholesky solve). :func:`minimize`
 does that with Newton steps, a backtracking (Armijo) line search, a Levenberg ridge
 when the Hessian is (nearly) singular, and lower bounds by projection (Bertsekas'
 projected Newton: a variable at its bound whose gradient pushes it further out is held
@@ -171,11 +174,17 @@ def logistic_objective(
 def _cholesky_solve(h: jax.Array, g: jax.Array) -> jax.Array:
     """Solve ``h x = g`` for a small symmetric positive definite ``h`` (unrolled).
 
-    P is 1-3 here: an unrolled Cholesky factorisation is a handful of scalar
-    operations, where ``jnp.linalg.solve`` adds an LU with pivoting to every compiled
-    solver. A matrix that is not positive definite gives NaN (the caller falls back).
+    P is 1-3 for the scalar fits: an unrolled Cholesky factorisation is a handful of
+    scalar operations, where ``jnp.linalg.solve`` adds an LU with pivoting to every
+    compiled solver. Larger P (the multiclass scaling fits, P = 2K or K(K + 1)) use
+    ``jnp.linalg.cholesky`` and two triangular solves. A matrix that is not positive
+    definite gives NaN (the caller falls back).
     """
     p = h.shape[0]
+    if p > _UNROLLED:
+        low = jnp.linalg.cholesky(h)  # NaN when h is not positive definite
+        y = jax.scipy.linalg.solve_triangular(low, g, lower=True)
+        return jax.scipy.linalg.solve_triangular(low, y, lower=True, trans="T")
     low = [[None] * p for _ in range(p)]
     for i in range(p):
         for j in range(i + 1):
@@ -200,7 +209,32 @@ def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
     ``any``): XLA fuses chains of scalar elementwise operations, while each reduction
     starts a kernel of its own, and each kernel costs compile time.
     """
+    if a.shape[0] > _UNROLLED:
+        return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
     return functools.reduce(jnp.add, [a[i] * b[i] for i in range(a.shape[0])])
+
+
+#: Up to this many parameters the small-P algebra is unrolled into scalar operations
+#: (the 1-3 parameter fits); beyond it, array operations (one reduction each).
+_UNROLLED = 3
+
+
+def _max(a: jax.Array) -> jax.Array:
+    if a.shape[0] > _UNROLLED:
+        return jnp.max(a)
+    return functools.reduce(jnp.maximum, [a[i] for i in range(a.shape[0])])
+
+
+def _all(a: jax.Array) -> jax.Array:
+    if a.shape[0] > _UNROLLED:
+        return jnp.all(a)
+    return functools.reduce(jnp.logical_and, [a[i] for i in range(a.shape[0])])
+
+
+def _any(a: jax.Array) -> jax.Array:
+    if a.shape[0] > _UNROLLED:
+        return jnp.any(a)
+    return functools.reduce(jnp.logical_or, [a[i] for i in range(a.shape[0])])
 
 
 def _direction(d: Derivatives, free: jax.Array) -> jax.Array:
@@ -215,13 +249,13 @@ def _direction(d: Derivatives, free: jax.Array) -> jax.Array:
     # Levenberg ridge at rounding level of the largest curvature: keeps the solve
     # finite when the Hessian is singular (e.g. a constant feature), changes nothing
     # otherwise.
-    largest = functools.reduce(jnp.maximum, [diag[i] for i in range(p)])
+    largest = _max(diag)
     ridge = 16 * jnp.finfo(h.dtype).eps * largest + tiny
     step = -_cholesky_solve(h + ridge * eye, g)
     # Fallback when the factorisation fails or the step does not descend: the
     # diagonally scaled gradient (a descent direction whenever the gradient is not 0).
     fallback = -g / jnp.maximum(diag, ridge)
-    finite = functools.reduce(jnp.logical_and, [jnp.isfinite(step[i]) for i in range(p)])
+    finite = _all(jnp.isfinite(step))
     ok = finite & (_dot(g, step) <= 0)
     return jnp.where(free, jnp.where(ok, step, fallback), 0)
 
@@ -353,7 +387,7 @@ def minimize(
         )
         # Rejected: halve the step (give up when halving no longer moves the point).
         halvings = s.halvings + 1
-        moves = functools.reduce(jnp.logical_or, [s.step[i] != 0 for i in range(p)])
+        moves = _any(s.step != 0)
         stuck = (halvings >= max_halvings) | ~moves
         rejected = s._replace(rate=s.rate * 0.5, halvings=halvings, done=stuck)
         return jnp.where(ok, _pack(accepted), _pack(rejected))

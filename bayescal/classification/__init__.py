@@ -13,7 +13,9 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
-:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`; cross-validated
+:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`, and for multiclass
+:func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
+:func:`fit_top_label`; cross-validated
 fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
@@ -25,12 +27,15 @@ from bayescal.classification._calibrators import (
     OneVsRestCalibrator,
     PlattCalibrator,
     TemperatureCalibrator,
+    TopLabelCalibrator,
+    TopLabelPrediction,
     fit_beta,
     fit_histogram_binning,
     fit_isotonic,
     fit_one_vs_rest,
     fit_platt,
     fit_temperature,
+    fit_top_label,
 )
 from bayescal.classification._cross import CrossCalibratedClassifier, cross_calibrate
 from bayescal.classification._io import load_calibrator, save_calibrator
@@ -55,6 +60,14 @@ from bayescal.classification._metrics import (
 from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
+)
+from bayescal.classification._scaling import (
+    DirichletCalibrator,
+    MatrixScalingCalibrator,
+    VectorScalingCalibrator,
+    fit_dirichlet,
+    fit_matrix_scaling,
+    fit_vector_scaling,
 )
 from bayescal.classification._smooth import (
     smooth_calibration_error,
@@ -118,12 +131,21 @@ __all__ = [
     "fit_beta",
     "fit_temperature",
     "fit_one_vs_rest",
+    "fit_vector_scaling",
+    "fit_matrix_scaling",
+    "fit_dirichlet",
+    "fit_top_label",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "BetaCalibrator",
     "TemperatureCalibrator",
     "OneVsRestCalibrator",
+    "VectorScalingCalibrator",
+    "MatrixScalingCalibrator",
+    "DirichletCalibrator",
+    "TopLabelCalibrator",
+    "TopLabelPrediction",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
