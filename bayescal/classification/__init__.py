@@ -16,7 +16,8 @@ Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`, and for multiclass
 :func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
 :func:`fit_top_label`; cross-validated
-fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
+fitting with :func:`cross_calibrate`; choosing one (or none) by nested
+cross-validation with :func:`select_calibrator`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
 
@@ -69,6 +70,7 @@ from bayescal.classification._scaling import (
     fit_matrix_scaling,
     fit_vector_scaling,
 )
+from bayescal.classification._select import CalibratorSelection, select_calibrator
 from bayescal.classification._smooth import (
     smooth_calibration_error,
     smooth_reliability_band,
@@ -149,6 +151,9 @@ __all__ = [
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
+    # choosing a calibrator
+    "select_calibrator",
+    "CalibratorSelection",
     "save_calibrator",
     "load_calibrator",
 ]

@@ -1,0 +1,153 @@
+"""Choosing a calibrator by cross-validation: the core shared by both branches.
+
+A branch names its candidates in a registry (``name -> Candidate``) and a
+per-observation loss; :func:`cross_validated_scores` fits every candidate on the
+training part of every fold and scores it on the held-out part in ONE compiled
+program: folds are weight masks (0 outside the part) over the whole, bucket-padded
+data, so every fit has the same static shapes and the folds run in one ``vmap`` per
+candidate. One more row of the ``vmap`` fits each candidate on all the data (the
+refit of the winner costs no other program). :func:`summarise` turns the fold scores
+into the table (means, standard errors, paired differences to ``"none"``) and picks
+the winner.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayescal._src import newton
+
+__all__ = ["Candidate", "RULES", "cross_validated_scores", "summarise", "table_repr"]
+
+#: How the winner is chosen from the table.
+RULES = ("min", "one_se")
+
+
+class Candidate(NamedTuple):
+    """A calibrator that :func:`select_calibrator` can try.
+
+    ``fit(*data, weights)`` returns a fitted calibrator (a pytree; None for "no
+    recalibration"); it must trace under ``jit`` and ``vmap`` with ``weights`` of 0
+    for the rows it must ignore (held-out rows and the bucket's padding).
+    ``trim(calibrator, n)`` (optional) cuts a calibrator fitted on the padded data
+    back to what the public ``fit_*`` returns for ``n`` observations (e.g. the
+    isotonic knots, one per observation).
+    """
+
+    fit: Callable[..., Any]
+    trim: Callable[[Any, int], Any] | None = None
+
+
+# newton.fast_jit: the fits' Newton loops and PAV callbacks compile faster unoptimised
+@functools.partial(newton.fast_jit, static_argnames=("names", "registry", "loss"))
+def _kernel(data, w_train, w_test, *, names, registry, loss):
+    """``([C, K + 1] held-out scores, calibrators)``: row ``K`` is the fit on all the data."""
+    table = registry()
+    scores, fitted = [], []
+    for name in names:
+        fit = table[name].fit
+
+        def one(wt, fit=fit):
+            cal = fit(*data, wt)
+            return cal, loss(cal, data)
+
+        cal, per_obs = jax.vmap(one)(w_train)  # [K + 1, size]
+        total = jnp.sum(jnp.where(w_test > 0, w_test * per_obs, 0), axis=1)
+        scores.append(total / jnp.sum(w_test, axis=1))
+        fitted.append(cal)
+    return jnp.stack(scores), tuple(fitted)
+
+
+def fold_weights(fold: np.ndarray, weights: np.ndarray, size: int, dtype: Any):
+    """``(train, test)`` weights ``[K + 1, size]`` (host): fold ``k``'s training and
+    held-out parts, then all the data; 0 in the padding beyond ``len(fold)``."""
+    n = fold.shape[0]
+    num = int(fold.max()) + 1
+    ids = np.full(size, -1, np.int64)
+    ids[:n] = fold
+    w = np.zeros(size, dtype)
+    w[:n] = weights
+    held = ids[None, :] == np.arange(num)[:, None]  # [K, size]
+    real = (ids >= 0)[None, :]
+    train = np.concatenate([(real & ~held) * w, w[None, :]]).astype(dtype)
+    test = np.concatenate([held * w, w[None, :]]).astype(dtype)
+    return train, test
+
+
+def cross_validated_scores(
+    data: tuple, train: np.ndarray, test: np.ndarray, names: tuple[str, ...],
+    registry: Callable[[], dict[str, Candidate]], loss: Callable[..., Any],
+) -> tuple[np.ndarray, tuple]:
+    """Fold scores ``[C, K]`` and the calibrators fitted on all the data (one per
+    candidate, still padded), from one compiled program."""
+    scores, fitted = _kernel(
+        data, jnp.asarray(train), jnp.asarray(test), names=names, registry=registry,
+        loss=loss,
+    )
+    scores = np.asarray(scores)
+    full = tuple(jax.tree_util.tree_map(lambda a: a[-1], cal) for cal in fitted)
+    return scores[:, :-1], full
+
+
+class Table(NamedTuple):
+    mean: np.ndarray
+    se: np.ndarray
+    diff: np.ndarray
+    diff_se: np.ndarray
+    winner: int
+
+
+def _mean_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    k = x.shape[-1]
+    with np.errstate(invalid="ignore"):
+        return x.mean(axis=-1), x.std(axis=-1, ddof=1) / np.sqrt(k)
+
+
+def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Table:
+    """Means and standard errors over folds, paired differences to ``"none"``, winner.
+
+    ``rule="min"``: the lowest mean score. ``"one_se"``: the first candidate (in the
+    order given) whose mean is within one standard error of the lowest mean (the SE
+    of the best candidate; Hastie, Tibshirani & Friedman 2009, sec. 7.10). NaN means
+    (a fit that failed) never win.
+    """
+    mean, se = _mean_se(fold_scores)
+    if "none" in names:
+        paired = fold_scores - fold_scores[names.index("none")]
+        diff, diff_se = _mean_se(paired)
+    else:
+        diff = diff_se = np.full(len(names), np.nan)
+    ok = ~np.isnan(mean)
+    if not ok.any():
+        raise ValueError(
+            "every candidate's cross-validated score is NaN (every fit failed); check "
+            "the inputs or choose other candidates."
+        )
+    ranked = np.where(ok, mean, np.inf)
+    best = int(np.argmin(ranked))
+    if rule == "one_se" and np.isfinite(mean[best]):
+        bound = mean[best] + (se[best] if np.isfinite(se[best]) else 0.0)
+        best = int(np.flatnonzero(ok & (mean <= bound))[0])
+    return Table(mean, se, diff, diff_se, best)
+
+
+def table_repr(title: str, names, mean, se, diff, diff_se, winner: str, score: str) -> str:
+    """The table as text: one row per candidate, the winner marked."""
+    width = max(len(n) for n in names)
+    lines = [
+        f"{title}(score={score!r}, winner={winner!r})",
+        f"  {'candidate'.ljust(width)}  {'mean':>10}  {'se':>9}  {'- none':>10}  {'se':>9}",
+    ]
+    for i, name in enumerate(names):
+        mark = " *" if name == winner else ""
+        lines.append(
+            f"  {name.ljust(width)}  {mean[i]:10.5g}  {se[i]:9.3g}  {diff[i]:10.3g}  "
+            f"{diff_se[i]:9.3g}{mark}"
+        )
+    return "\n".join(lines)
