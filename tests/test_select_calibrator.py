@@ -1,0 +1,242 @@
+"""select_calibrator: nested cross-validation of calibrators against a plain loop.
+
+Reference: for every fold of scikit-learn's ``PredefinedSplit`` over the same fold ids,
+each candidate is fitted on the training part with the library's eager ``fit_*`` and
+scored on the held-out part with ``sklearn.metrics.log_loss`` / ``brier_score_loss``;
+the table is the mean over folds, the standard deviation over sqrt(K), and the paired
+difference to "none" (Hastie, Tibshirani & Friedman 2009, sec. 7.10).
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from sklearn.metrics import brier_score_loss
+from sklearn.metrics import log_loss as sk_log_loss
+from sklearn.model_selection import PredefinedSplit
+
+from bayescal import classification as clf
+from bayescal._src.selection import Candidate
+from bayescal.classification._select import CANDIDATES
+
+FITS = {
+    "none": None,
+    "platt": clf.fit_platt,
+    "isotonic": clf.fit_isotonic,
+    "beta": clf.fit_beta,
+    "histogram": clf.fit_histogram_binning,
+}
+DT = np.float64 if jax.config.jax_enable_x64 else np.float32  # select_calibrator's dtype
+TOL = dict(rtol=2e-4, atol=2e-5) if not jax.config.jax_enable_x64 else dict(rtol=1e-7, atol=1e-9)
+
+
+def _data(n, seed, power=1.0):
+    """Labels from p_true; the model reports p_true sharpened by ``power`` (1: calibrated)."""
+    rng = np.random.default_rng(seed)
+    p_true = rng.uniform(0.03, 0.97, n)
+    y = (rng.uniform(size=n) < p_true).astype(int)
+    p = 1 / (1 + ((1 - p_true) / p_true) ** power)
+    return y, p
+
+
+def _reference(y, p, folds, names, score, eps=None, weights=None, fits=FITS):
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, float)
+    table = np.empty((len(names), folds.max() + 1))
+    for k, (train, test) in enumerate(PredefinedSplit(folds).split()):
+        for c, name in enumerate(names):
+            fit = fits[name]
+            if fit is None:
+                q = p[test]
+            else:
+                cal = fit(y[train], p[train], weights=w[train])
+                q = np.asarray(cal(p[test]), float)
+            if score == "brier":
+                table[c, k] = brier_score_loss(y[test], q, sample_weight=w[test])
+            else:
+                if eps is not None:
+                    q = np.clip(q, eps, 1 - eps)
+                table[c, k] = sk_log_loss(y[test], q, sample_weight=w[test], labels=[0, 1])
+    return table
+
+
+@pytest.mark.parametrize("score", ["log_loss", "brier"])
+def test_table_equals_a_loop_over_folds_and_candidates(score):
+    y, p = _data(300, seed=1, power=2.5)
+    eps = 1e-4 if score == "log_loss" else None  # isotonic / histogram give 0 and 1
+    res = clf.select_calibrator(y, p, key=3, score=score, eps=eps)
+    ref = _reference(y, np.asarray(p, DT), res.folds, res.names, score, eps)
+    np.testing.assert_allclose(res.fold_scores, ref, **TOL)
+    k = ref.shape[1]
+    np.testing.assert_allclose(res.mean, ref.mean(1), **TOL)
+    np.testing.assert_allclose(res.se, ref.std(1, ddof=1) / np.sqrt(k), rtol=2e-3, atol=1e-6)
+    paired = ref - ref[0]
+    np.testing.assert_allclose(res.diff_none, paired.mean(1), rtol=2e-3, atol=3e-5)
+    np.testing.assert_allclose(
+        res.diff_none_se, paired.std(1, ddof=1) / np.sqrt(k), rtol=2e-3, atol=3e-5
+    )
+    assert res.winner == res.names[int(np.argmin(ref.mean(1)))]
+    # the stratified folds are cross_calibrate's: each class dealt evenly
+    for label in (0, 1):
+        counts = np.bincount(res.folds[y == label], minlength=5)
+        assert counts.max() - counts.min() <= 1
+
+
+def test_own_folds_and_weights_match_the_loop():
+    y, p = _data(200, seed=2, power=0.5)
+    folds = np.arange(200) % 4
+    w = np.random.default_rng(0).integers(0, 4, 200).astype(float)
+    res = clf.select_calibrator(
+        y, p, folds=folds, weights=w, score="brier", candidates=("none", "platt", "beta", "isotonic")
+    )
+    ref = _reference(y, np.asarray(p, DT), folds, res.names, "brier", weights=w)
+    np.testing.assert_allclose(res.fold_scores, ref, **TOL)
+    assert res.fold_scores.shape == (4, 4)
+
+
+def test_integer_weights_equal_repeated_rows():
+    y, p = _data(120, seed=4, power=2.0)
+    folds = np.arange(120) % 3
+    reps = np.random.default_rng(1).integers(1, 3, 120)
+    a = clf.select_calibrator(y, p, folds=folds, weights=reps, score="brier")
+    b = clf.select_calibrator(
+        np.repeat(y, reps), np.repeat(p, reps), folds=np.repeat(folds, reps), score="brier"
+    )
+    np.testing.assert_allclose(a.fold_scores, b.fold_scores, **TOL)
+
+
+def test_calibrated_model_none_wins_or_is_within_one_se():
+    y, p = _data(150, seed=7, power=1.0)
+    res = clf.select_calibrator(y, p, key=0, eps=1e-3)
+    i_none, i_win = res.names.index("none"), res.names.index(res.winner)
+    assert res.mean[i_none] <= res.mean[i_win] + res.se[i_win]
+    # flexible calibrators do not beat the raw probabilities here
+    for name in ("isotonic", "histogram"):
+        assert res.diff_none[res.names.index(name)] > 0
+    assert clf.select_calibrator(y, p, key=0, eps=1e-3, rule="one_se").winner == "none"
+    res_none = clf.select_calibrator(y, p, key=0, candidates=("none",))
+    assert res_none.winner == "none" and res_none.calibrator is None
+
+
+@pytest.mark.parametrize("power", [0.4, 3.0])  # under- and overconfident
+def test_miscalibrated_model_a_calibrator_wins(power):
+    y, p = _data(300, seed=8, power=power)
+    res = clf.select_calibrator(y, p, key=1)
+    assert res.winner != "none"
+    i = res.names.index(res.winner)
+    assert res.diff_none[i] < -2 * res.diff_none_se[i]
+
+
+@pytest.mark.parametrize("winner", ["platt", "isotonic", "beta", "histogram"])
+def test_winner_is_refitted_on_all_the_data(winner):
+    y, p = _data(250, seed=5, power=2.0)
+    res = clf.select_calibrator(y, p, key=0, candidates=(winner,), score="brier")
+    assert res.winner == winner
+    eager = FITS[winner](y, np.asarray(p, DT))
+    assert type(res.calibrator) is type(eager)
+    grid = np.linspace(0.01, 0.99, 97, dtype=DT)
+    np.testing.assert_allclose(res.calibrator(grid), eager(grid), **TOL)
+    leaves = jax.tree_util.tree_leaves(res.calibrator), jax.tree_util.tree_leaves(eager)
+    for a, b in zip(*leaves, strict=True):
+        assert np.shape(a) == np.shape(b)
+
+
+def test_save_load_round_trip(tmp_path):
+    y, p = _data(200, seed=6, power=3.0)
+    res = clf.select_calibrator(y, p, key=0, candidates=("none", "beta"))
+    assert res.winner == "beta"
+    path = tmp_path / "cal.npz"
+    clf.save_calibrator(res.calibrator, path)
+    back = clf.load_calibrator(path)
+    grid = np.linspace(0.01, 0.99, 11, dtype=DT)
+    np.testing.assert_array_equal(back(grid), res.calibrator(grid))
+
+
+def test_deterministic_for_a_key_and_the_key_matters():
+    y, p = _data(200, seed=9, power=2.0)
+    a = clf.select_calibrator(y, p, key=11)
+    b = clf.select_calibrator(y, p, key=jax.random.key(11))
+    np.testing.assert_array_equal(a.fold_scores, b.fold_scores)
+    np.testing.assert_array_equal(a.folds, b.folds)
+    c = clf.select_calibrator(y, p, key=12)
+    assert not np.array_equal(a.folds, c.folds)
+
+
+def test_a_registered_candidate_joins_in_one_line(monkeypatch):
+    monkeypatch.setitem(
+        CANDIDATES,
+        "platt_hard",
+        Candidate(lambda y, p, w: clf.fit_platt(y, p, weights=w, soft_labels=False)),
+    )
+    y, p = _data(200, seed=10, power=2.0)
+    res = clf.select_calibrator(y, p, key=0, candidates=("none", "platt_hard"), score="brier")
+    fits = {**FITS, "platt_hard": lambda y, p, weights: clf.fit_platt(
+        y, p, weights=weights, soft_labels=False)}
+    ref = _reference(y, np.asarray(p, DT), res.folds, res.names, "brier", fits=fits)
+    np.testing.assert_allclose(res.fold_scores, ref, **TOL)
+
+
+def test_repr_is_a_readable_table():
+    y, p = _data(150, seed=3, power=2.0)
+    text = repr(clf.select_calibrator(y, p, key=0, candidates=("none", "platt")))
+    lines = text.splitlines()
+    assert lines[0].startswith("CalibratorSelection(score='log_loss', winner='platt')")
+    assert lines[2].split()[0] == "none" and lines[3].split()[0] == "platt"
+    assert lines[3].endswith("*")
+
+
+def test_isotonic_log_loss_is_inf_without_eps():
+    # isotonic gives 0 or 1 at the ends: an observed event called impossible
+    y, p = _data(150, seed=3, power=1.0)
+    res = clf.select_calibrator(y, p, key=0, candidates=("none", "isotonic"))
+    assert np.isinf(res.mean[1]) and res.winner == "none"
+
+
+Y, P = _data(60, seed=0, power=2.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(candidates=("none", "spline?")), ValueError, "candidates"),
+        (dict(candidates="platt"), TypeError, "candidates"),
+        (dict(candidates=("platt", "platt")), ValueError, "distinct"),
+        (dict(score="crps"), ValueError, "score"),
+        (dict(rule="best"), ValueError, "rule"),
+        (dict(folds=1), ValueError, "folds"),
+        (dict(folds=40), ValueError, "folds"),
+        (dict(folds=2.5), TypeError, "folds"),
+        (dict(key=None), TypeError, "key"),
+        (dict(eps=0.7), ValueError, "eps"),
+        (dict(eps=1e-3, score="brier"), ValueError, "eps"),
+        (dict(weights=np.ones(59)), ValueError, "weights"),
+        (dict(weights=-np.ones(60)), ValueError, "weights"),
+        (dict(folds=np.zeros(60, int)), ValueError, "folds"),
+    ],
+)
+def test_bad_options(kwargs, error, match):
+    kwargs = {"key": 0, **kwargs}
+    with pytest.raises(error, match=match):
+        clf.select_calibrator(Y, P, **kwargs)
+
+
+def test_bad_data():
+    with pytest.raises(ValueError, match="y_true"):
+        clf.select_calibrator(Y + 1, P, key=0)
+    with pytest.raises(ValueError, match="y_prob"):
+        clf.select_calibrator(Y, P + 1, key=0)
+    with pytest.raises(ValueError, match="y_true and y_prob"):
+        clf.select_calibrator(Y, P[:-1], key=0)
+    with pytest.raises(ValueError, match="y_prob"):
+        clf.select_calibrator(Y, np.where(Y == 1, 1.0, P), key=0)
+    # without the logit candidates probabilities of 0 and 1 are fine
+    res = clf.select_calibrator(
+        Y, np.where(Y == 1, 1.0, P), key=0, candidates=("none", "isotonic"), score="brier"
+    )
+    assert np.all(np.isfinite(res.mean))
+    # a training part with one class only
+    folds = np.where(Y == 1, 0, 1)
+    with pytest.raises(ValueError, match="fold"):
+        clf.select_calibrator(Y, P, folds=folds)
+    with pytest.raises(TypeError, match="concrete"):
+        jax.jit(lambda p: clf.select_calibrator(Y, p, key=0))(P)
