@@ -380,6 +380,10 @@ def cases() -> dict:
             lambda d, _: C.cross_calibrate(d.seed, _fit_predict, d.X, d.label),
             None,
         ),
+        "select_calibrator": (
+            lambda d, _: C.select_calibrator(d.label, d.prob, key=d.seed).fold_scores,
+            None,
+        ),
     }
     return c
 

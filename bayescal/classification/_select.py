@@ -343,7 +343,7 @@ def _fold_ids(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray) -> np.nda
                 f"holds both; got {counts[0]} of class 0 and {counts[1]} of class 1. "
                 "Lower folds or add data."
             )
-        return _stratified_folds(labels, num, check_key(key))
+        return _stratified_folds(labels, num, check_key(_v._seed_key(key)))
     if isinstance(folds, bool) or np.ndim(folds) == 0:
         raise TypeError(f"folds must be an int >= 2 or fold ids; got {folds!r}.")
     fold = _check_folds(folds, labels)
