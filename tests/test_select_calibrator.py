@@ -240,3 +240,16 @@ def test_bad_data():
         clf.select_calibrator(Y, P, folds=folds)
     with pytest.raises(TypeError, match="concrete"):
         jax.jit(lambda p: clf.select_calibrator(Y, p, key=0))(P)
+
+
+def test_a_new_n_in_the_bucket_compiles_nothing_with_an_isotonic_winner():
+    from tests.conftest import compilations_during
+
+    y, p = _data(1000, seed=12, power=2.0)
+    res = clf.select_calibrator(y, p, key=0, candidates=("isotonic",), score="brier")
+    assert res.winner == "isotonic"
+    y, p = _data(1013, seed=13, power=2.0)  # the same bucket, 1024
+    count = compilations_during(
+        lambda: clf.select_calibrator(y, p, key=0, candidates=("isotonic",), score="brier")
+    )
+    assert count == 0

@@ -30,13 +30,16 @@ SCORES = ("log_loss", "brier")
 #: The candidates :func:`select_calibrator` knows, by name. A new binary calibrator
 #: joins with one line, e.g. ``CANDIDATES["spline"] = Candidate(lambda y, p, w:
 #: fit_spline(y, p, weights=w))`` (its fit must trace under ``jit``/``vmap`` and take
-#: observation weights; see :class:`bayescal._src.selection.Candidate`).
+#: observation weights; see :class:`bayescal._src.selection.Candidate`). Register at
+#: import time: the program compiled for a tuple of names is reused.
 CANDIDATES: dict[str, _sel.Candidate] = {
     "none": _sel.Candidate(lambda y, p, w: None),
     "platt": _sel.Candidate(lambda y, p, w: fit_platt(y, p, weights=w)),
     "isotonic": _sel.Candidate(
         lambda y, p, w: fit_isotonic(y, p, weights=w),
-        trim=lambda cal, n: IsotonicCalibrator(cal.thresholds[:n], cal.values[:n]),
+        trim=lambda cal, n: IsotonicCalibrator(
+            *(jax.device_put(np.asarray(a)[:n]) for a in (cal.thresholds, cal.values))
+        ),  # cut on the host: no program per n
     ),
     "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w)),
     "histogram": _sel.Candidate(lambda y, p, w: fit_histogram_binning(y, p, weights=w)),
