@@ -253,3 +253,49 @@ def test_a_new_n_in_the_bucket_compiles_nothing_with_an_isotonic_winner():
         lambda: clf.select_calibrator(y, p, key=0, candidates=("isotonic",), score="brier")
     )
     assert count == 0
+
+
+@pytest.mark.parametrize("score", ["log_loss", "brier"])
+def test_numpy_fits_equal_the_compiled_kernel(score, monkeypatch):
+    # small inputs are fitted in NumPy (no compilation); beyond HOST_MAX_SIZE the
+    # compiled kernel runs: both give the same table and the same refitted winner
+    from bayescal._src import selection
+
+    y, p = _data(300, seed=14, power=2.0)
+    w = np.random.default_rng(2).integers(0, 3, 300).astype(float)
+    kw = dict(key=5, score=score, weights=w, eps=1e-4 if score == "log_loss" else None)
+    host = clf.select_calibrator(y, p, **kw)
+    monkeypatch.setattr(selection, "HOST_MAX_SIZE", 0)
+    kernel = clf.select_calibrator(y, p, **kw)
+    np.testing.assert_allclose(host.fold_scores, kernel.fold_scores, **TOL)
+    for name in host.names:
+        a = clf.select_calibrator(y, p, **{**kw, "candidates": (name,)}).calibrator
+        monkeypatch.setattr(selection, "HOST_MAX_SIZE", 1 << 17)
+        b = clf.select_calibrator(y, p, **{**kw, "candidates": (name,)}).calibrator
+        monkeypatch.setattr(selection, "HOST_MAX_SIZE", 0)
+        if a is None:
+            assert b is None
+            continue
+        grid = np.linspace(0.01, 0.99, 97, dtype=DT)
+        np.testing.assert_allclose(a(grid), b(grid), **TOL)
+
+
+def test_vectorised_pav_equals_scipy():
+    # reference: scipy.optimize.isotonic_regression (weighted PAV), incl. a long
+    # cascade that the vectorised passes hand over to the block-wise loop
+    from scipy.optimize import isotonic_regression
+
+    from bayescal.classification._select import _pav
+
+    rng = np.random.default_rng(0)
+    cases = [
+        (rng.uniform(size=3000) < np.sort(rng.uniform(size=3000))).astype(float),
+        (rng.uniform(size=3000) < 0.5).astype(float),
+        np.r_[np.arange(999.0), -1e6],
+        -np.arange(50.0),
+    ]
+    for y in cases:
+        w = rng.uniform(0.1, 3, y.size)
+        np.testing.assert_allclose(
+            _pav(y, w), isotonic_regression(y, weights=w).x, rtol=1e-12, atol=1e-12
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -12,9 +13,14 @@ from jax.scipy.special import xlog1py, xlogy
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.isotonic import _host_pav
 from bayescal._src.resampling import check_key
+from bayescal._src.ties import pool_ties
 from bayescal.classification._calibrators import (
+    BetaCalibrator,
+    HistogramBinningCalibrator,
     IsotonicCalibrator,
+    PlattCalibrator,
     fit_beta,
     fit_histogram_binning,
     fit_isotonic,
@@ -27,25 +33,216 @@ __all__ = ["CalibratorSelection", "CANDIDATES", "select_calibrator"]
 
 SCORES = ("log_loss", "brier")
 
+DEFAULT = ("none", "platt", "isotonic", "beta", "histogram")
+_LOGIT = {"platt", "beta"}  # fits on log p / log(1 - p): p must be inside (0, 1)
+
+
+# --------------------------------------------------------------------------- host fits
+# For concrete inputs up to HOST_MAX_SIZE observations the folds are fitted in NumPy,
+# in float64, with no compiled program: every candidate's K + 1 fits (the folds' and
+# the one on all the data) are weight rows, as in the compiled kernel. A logistic fit
+# is convex with one optimum, so Newton's method here reaches the optimum fit_platt /
+# fit_beta reach (they agree with float64 to ~1e-6 relative in float32); the isotonic
+# fit pools ties and runs scipy's PAV, as fit_isotonic does on the CPU; histogram
+# binning is two bincounts per row.
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _host_logistic(
+    features: list[np.ndarray], y: np.ndarray, w_rows: np.ndarray, x0: np.ndarray,
+    lower: np.ndarray, *, soft_labels: bool, max_steps: int = 100,
+) -> np.ndarray:
+    """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
+    per weight row, by projected Newton steps with backtracking (float64).
+
+    The objective, the start and the bounds are ``_logistic_fit``'s (the soft targets
+    of Platt, lower bounds held by projection, Bertsekas' projected Newton). Returns
+    ``theta [R, F + 1]``.
+    """
+    # no matrix products: numpy's BLAS may start threads for them, which costs far
+    # more than these small sums on a busy machine (einsum runs its own loops)
+    design = np.stack([*features, np.ones_like(features[0])])  # [P, n]
+    positive = y > 0.5
+    out = np.empty((w_rows.shape[0], design.shape[0]))
+    # the fit on all the data (the last row) first: it starts the folds' fits, close
+    # to their optima (the optimum is unique: the start changes only the steps)
+    for r in range(w_rows.shape[0] - 1, -1, -1):
+        w = w_rows[r]
+        keep = w > 0
+        x, wk, pos = design[:, keep], w[keep], positive[keep]
+        n_pos = wk[pos].sum()
+        n_neg = wk.sum() - n_pos
+        target = pos.astype(np.float64)
+        if soft_labels:
+            target = np.where(pos, 1 - 1 / (n_pos + 2), 1 / (n_neg + 2))
+        theta = np.array(x0, np.float64) if r == w_rows.shape[0] - 1 else out[-1].copy()
+        if np.isnan(theta[-1]):  # Platt's start: the log odds of the (smoothed) labels
+            theta[-1] = np.log((n_pos + 1) / (n_neg + 1))
+        theta = np.maximum(theta, lower)
+
+        def evaluate(t, x=x, wk=wk, target=target):
+            eta = np.einsum("p,pn->n", t, x)
+            e = np.exp(-np.abs(eta))
+            softplus = np.maximum(eta, 0) + np.log1p(e)
+            q = np.where(eta >= 0, 1, e) / (1 + e)  # sigmoid(eta)
+            return float(np.sum(wk * (softplus - target * eta))), q
+
+        value, q = evaluate(theta)
+        for _ in range(max_steps):
+            grad = np.einsum("pn,n->p", x, wk * (q - target))
+            hess = np.einsum("pn,qn,n->pq", x, x, wk * q * (1 - q))
+            free = ~((theta <= lower) & (grad > 0))
+            step = np.zeros_like(theta)
+            h = hess[np.ix_(free, free)]
+            step[free] = -np.linalg.lstsq(h, grad[free], rcond=None)[0]
+            decrease = -grad @ step
+            if not decrease > 0:
+                break
+            if decrease <= 1e-12 * value:  # quadratic convergence: one last full step
+                theta = np.maximum(theta + step, lower)
+                break
+            rate, noise = 1.0, 64 * np.finfo(np.float64).eps * value
+            while rate > 1e-18:
+                trial = np.maximum(theta + rate * step, lower)
+                v, q_trial = evaluate(trial)
+                if v <= value + 1e-4 * grad @ (trial - theta) + noise:
+                    break
+                rate *= 0.5
+            else:
+                break
+            theta, value, q = trial, v, q_trial
+        out[r] = theta
+    return out
+
+
+def _host_platt(data, w_rows):
+    y, p = data
+    f = np.log(p.astype(np.float64)) - np.log1p(-p.astype(np.float64))
+    theta = _host_logistic(
+        [f], y, w_rows, np.array([0.0, np.nan]), np.full(2, -np.inf), soft_labels=True
+    )
+    a, b = -theta[:, 0], -theta[:, 1]  # A = -beta, B = -c
+
+    def build(r):
+        return PlattCalibrator(*(jax.device_put(np.asarray(v, p.dtype)) for v in (a[r], b[r])))
+
+    q = _sigmoid(-(a[:, None] * f + b[:, None]))
+    return q, build
+
+
+def _host_beta(data, w_rows):
+    y, p = data
+    feats = [np.log(p.astype(np.float64)), -np.log1p(-p.astype(np.float64))]
+    theta = _host_logistic(
+        feats, y, w_rows, np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, -np.inf]),
+        soft_labels=False,
+    )
+
+    def build(r):
+        return BetaCalibrator(*(jax.device_put(np.asarray(v, p.dtype)) for v in theta[r]))
+
+    q = _sigmoid(theta[:, :1] * feats[0] + theta[:, 1:2] * feats[1] + theta[:, 2:])
+    return q, build
+
+
+def _pav(y: np.ndarray, w: np.ndarray, passes: int = 32) -> np.ndarray:
+    """Weighted nondecreasing PAV fit of ``y`` (float64, weights > 0).
+
+    First up to ``passes`` vectorised passes, each pooling every maximal run of
+    adjacent blocks whose means decrease (a sequence of adjacent-violator poolings,
+    so any order gives PAV's unique fit); on binary calibration data a few dozen
+    passes usually finish, in ~1 ms at N = 1e4 against ~10-25 ms for the Python
+    loop of ``_pav_row``, which then finishes what is left, block by block.
+    """
+    n = y.size
+    wy = w * y
+    starts = np.arange(n)
+    for _ in range(passes):
+        sums, weights = np.add.reduceat(wy, starts), np.add.reduceat(w, starts)
+        means = sums / weights
+        down = means[:-1] > means[1:]
+        if not down.any():
+            return np.repeat(means, np.diff(np.append(starts, n)))
+        keep = np.ones(starts.size, bool)
+        keep[1:] = ~down
+        starts = starts[keep]
+    sums, weights = np.add.reduceat(wy, starts), np.add.reduceat(w, starts)
+    counts = np.diff(np.append(starts, n))
+    return np.repeat(_host_pav(sums / weights, weights, True), counts)
+
+
+def _host_isotonic(data, w_rows):
+    y, p = data
+    fits = []
+    for w in w_rows:
+        keep = w > 0
+        pooled = pool_ties(p[keep], y[keep], w[keep])
+        values = _pav(pooled.mean, pooled.weight)
+        fits.append((pooled.thresholds, values))
+    q = np.stack([np.interp(p, t.astype(np.float64), v) for t, v in fits])
+
+    def build(r):
+        t, v = fits[r]
+        pad = p.size - t.size  # fit_isotonic's fixed-size output repeats the last knot
+        return IsotonicCalibrator(
+            jax.device_put(np.concatenate([t, np.repeat(t[-1:], pad)])),
+            jax.device_put(np.concatenate([v, np.repeat(v[-1:], pad)]).astype(p.dtype)),
+        )
+
+    return q, build
+
+
+def _host_histogram(data, w_rows, num_bins=10):
+    y, p = data
+    # fit_histogram_binning's edges: uniform_edges' k / K rounded once, built here in
+    # NumPy (jnp.asarray would compile a program)
+    edges = (np.arange(num_bins + 1, dtype=np.float64) / num_bins).astype(p.dtype)
+    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, num_bins - 1)
+    rows = w_rows.shape[0]
+    cell = (idx + num_bins * np.arange(rows)[:, None]).ravel()
+    total = np.bincount(cell, w_rows.ravel(), rows * num_bins).reshape(rows, num_bins)
+    ones = np.bincount(cell, (w_rows * y).ravel(), rows * num_bins).reshape(rows, num_bins)
+    mid = ((edges[:-1] + edges[1:]) / 2).astype(p.dtype)  # an empty bin: its midpoint
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.where(total > 0, ones / np.where(total > 0, total, 1), mid)
+    q = np.take_along_axis(values, np.broadcast_to(idx, (rows, p.size)), axis=1)
+
+    def build(r):
+        return HistogramBinningCalibrator(
+            jax.device_put(edges), jax.device_put(values[r].astype(p.dtype))
+        )
+
+    return q, build
+
+
 #: The candidates :func:`select_calibrator` knows, by name. A new binary calibrator
 #: joins with one line, e.g. ``CANDIDATES["spline"] = Candidate(lambda y, p, w:
 #: fit_spline(y, p, weights=w))`` (its fit must trace under ``jit``/``vmap`` and take
-#: observation weights; see :class:`bayescal._src.selection.Candidate`). Register at
-#: import time: the program compiled for a tuple of names is reused.
+#: observation weights; see :class:`bayescal._src.selection.Candidate`; a ``host=``
+#: NumPy version of the fits spares small inputs the compilation). Register at import
+#: time: the program compiled for a tuple of names is reused.
 CANDIDATES: dict[str, _sel.Candidate] = {
-    "none": _sel.Candidate(lambda y, p, w: None),
-    "platt": _sel.Candidate(lambda y, p, w: fit_platt(y, p, weights=w)),
+    "none": _sel.Candidate(
+        lambda y, p, w: None,
+        host=lambda data, w: (data[1].astype(np.float64)[None], lambda r: None),
+    ),
+    "platt": _sel.Candidate(lambda y, p, w: fit_platt(y, p, weights=w), host=_host_platt),
     "isotonic": _sel.Candidate(
         lambda y, p, w: fit_isotonic(y, p, weights=w),
         trim=lambda cal, n: IsotonicCalibrator(
             *(jax.device_put(np.asarray(a)[:n]) for a in (cal.thresholds, cal.values))
         ),  # cut on the host: no program per n
+        host=_host_isotonic,
     ),
-    "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w)),
-    "histogram": _sel.Candidate(lambda y, p, w: fit_histogram_binning(y, p, weights=w)),
+    "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w), host=_host_beta),
+    "histogram": _sel.Candidate(
+        lambda y, p, w: fit_histogram_binning(y, p, weights=w), host=_host_histogram
+    ),
 }
-DEFAULT = ("none", "platt", "isotonic", "beta", "histogram")
-_LOGIT = {"platt", "beta"}  # fits on log p / log(1 - p): p must be inside (0, 1)
 
 
 def _registry() -> dict[str, _sel.Candidate]:
@@ -65,6 +262,20 @@ def _brier(cal, data):
 
 
 _LOSSES = {"log_loss": _log_loss, "brier": _brier}
+
+
+def _host_loss(score: str, eps: float | None):
+    """Per-observation loss of calibrated probabilities ``q`` on the host (float64)."""
+
+    def loss(q, data):
+        y = data[0]
+        if score == "brier":
+            return (q - y) ** 2
+        if eps is not None:
+            q = np.clip(q, eps, 1 - eps)
+        return np.where(y > 0.5, -np.log(q), -np.log1p(-q))
+
+    return loss
 
 
 def _clipped_log_loss(eps: float):
@@ -219,9 +430,14 @@ def select_calibrator(
 
     The standard errors treat the fold scores as independent, which they are not
     quite (the training parts overlap); they are a guide, not a test (Bengio &
-    Grandvalet 2004). All folds and candidates, and the fits on all the data, run
-    as one compiled program per bucket of ``N`` (the folds are weight masks); the
-    fold assignment is a second, small one.
+    Grandvalet 2004). The folds are weight masks over the data: up to
+    ``N = 131072`` the fits run in NumPy in float64 (Newton's method for Platt and
+    beta, which converges to the unique optimum that :func:`fit_platt` and
+    :func:`fit_beta` reach, so the parameters agree with theirs to the dtype's
+    precision; PAV with pooled ties for isotonic; two bincounts for histogram
+    binning), so nothing is compiled but the fold assignment's small program; beyond,
+    all folds and candidates, and the fits on all the data, run as one compiled
+    program per bucket of ``N``.
 
     References
     ----------
@@ -257,26 +473,45 @@ def select_calibrator(
     dtype = probs.dtype
     w = _host_weights(weights, n, dtype)
     fold = _fold_ids(folds, key, labels, w)
-    size = bucket_size(n)
-    train, test = _sel.fold_weights(fold, w, size, dtype)
-    data = (
-        jax.device_put(pad_axis(labels.astype(dtype), size, axis=0)),
-        jax.device_put(pad_axis(probs, size, axis=0)),
-    )
-    loss = _LOSSES[score] if eps is None else _clipped_log_loss(eps)
-    fold_scores, fitted = _sel.cross_validated_scores(
-        data, train, test, names, _registry, loss
-    )
+    small = n <= _sel.HOST_MAX_SIZE
+    on_host = tuple(c for c in names if small and CANDIDATES[c].host is not None)
+    compiled = tuple(c for c in names if c not in on_host)
+    rows, refit = {}, {}
+    if on_host:  # NumPy, float64: no compiled program
+        train, test = _sel.fold_weights(fold, w.astype(np.float64), n, np.float64)
+        scores, builds = _sel.host_scores(
+            (labels.astype(np.float64), probs), train, test, on_host, CANDIDATES,
+            _host_loss(score, eps),
+        )
+        rows.update(zip(on_host, scores, strict=True))
+        refit.update(zip(on_host, builds, strict=True))
+    if compiled:  # one program for all of them, per bucket of N
+        size = bucket_size(n)
+        train, test = _sel.fold_weights(fold, w, size, dtype)
+        data = (
+            jax.device_put(pad_axis(labels.astype(dtype), size, axis=0)),
+            jax.device_put(pad_axis(probs, size, axis=0)),
+        )
+        loss = _LOSSES[score] if eps is None else _clipped_log_loss(eps)
+        scores, fitted = _sel.cross_validated_scores(
+            data, train, test, compiled, _registry, loss
+        )
+        rows.update(zip(compiled, scores, strict=True))
+        for name, cal in zip(compiled, fitted, strict=True):
+            refit[name] = functools.partial(_trimmed, name, cal, n)
+    fold_scores = np.stack([rows[c] for c in names]).astype(dtype)
     table = _sel.summarise(fold_scores, names, rule)
     winner = names[table.winner]
-    cal = fitted[table.winner]
-    trim = CANDIDATES[winner].trim
-    if cal is not None and trim is not None:
-        cal = trim(cal, n)
+    cal = refit[winner]()
     return CalibratorSelection(
         names, table.mean, table.se, table.diff, table.diff_se, fold_scores, fold,
         winner, cal, score, rule,
     )
+
+
+def _trimmed(name: str, cal: Any, n: int) -> Any:
+    trim = CANDIDATES[name].trim
+    return cal if cal is None or trim is None else trim(cal, n)
 
 
 def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np.ndarray]:
