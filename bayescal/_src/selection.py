@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import newton, xla_options
+from bayescal._src import validation as _v
 
 __all__ = [
     "Candidate",
@@ -31,6 +32,7 @@ __all__ = [
     "RULES",
     "cross_validated_scores",
     "host_scores",
+    "host_weights",
     "summarise",
     "table_repr",
 ]
@@ -43,7 +45,7 @@ class Candidate(NamedTuple):
     """A calibrator that :func:`select_calibrator` can try.
 
     ``fit(*data, weights)`` returns a fitted calibrator (a pytree; None for "no
-    recalibration"); it must trace under ``jit`` and ``vmap`` with ``weights`` of 0
+    recalibration"; ``fit`` itself None for a candidate fitted on the host only); it must trace under ``jit`` and ``vmap`` with ``weights`` of 0
     for the rows it must ignore (held-out rows and the bucket's padding).
     ``trim(calibrator, n)`` (optional) cuts a calibrator fitted on the padded data
     back to what the public ``fit_*`` returns for ``n`` observations (e.g. the
@@ -147,6 +149,22 @@ def host_scores(
             scores.append(held_out_means(loss(out, data), test)[:-1])
             builds.append(functools.partial(build, train.shape[0] - 1))
     return np.stack(scores), builds
+
+
+def host_weights(weights: Any, n: int, dtype: Any) -> np.ndarray:
+    """Observation weights on the host in ``dtype`` (ones by default), checked."""
+    if weights is None:
+        return np.ones(n, dtype)
+    _v.reject_masked(weights, "weights")
+    w = np.asarray(weights)
+    if w.dtype.kind not in "biuf" or w.shape != (n,):
+        raise ValueError(
+            f"weights must be numeric, one per observation (shape ({n},)); got dtype "
+            f"{w.dtype} and shape {w.shape}."
+        )
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
+        raise ValueError("weights must be finite and >= 0, and not all 0.")
+    return w.astype(dtype)
 
 
 class Table(NamedTuple):

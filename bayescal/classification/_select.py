@@ -471,7 +471,7 @@ def select_calibrator(
     labels, probs = _host_inputs(y_true, y_prob, names)
     n = labels.shape[0]
     dtype = probs.dtype
-    w = _host_weights(weights, n, dtype)
+    w = _sel.host_weights(weights, n, dtype)
     fold = _fold_ids(folds, key, labels, w)
     small = n <= _sel.HOST_MAX_SIZE
     on_host = tuple(c for c in names if small and CANDIDATES[c].host is not None)
@@ -549,21 +549,6 @@ def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np
             f"np.clip(y_prob, 1e-6, 1 - 1e-6)) or leave those candidates out."
         )
     return y.astype(np.int64), p
-
-
-def _host_weights(weights: Any, n: int, dtype: Any) -> np.ndarray:
-    if weights is None:
-        return np.ones(n, dtype)
-    _v.reject_masked(weights, "weights")
-    w = np.asarray(weights)
-    if w.dtype.kind not in "biuf" or w.shape != (n,):
-        raise ValueError(
-            f"weights must be numeric, one per observation (shape ({n},)); got dtype "
-            f"{w.dtype} and shape {w.shape}."
-        )
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-        raise ValueError("weights must be finite and >= 0, and not all 0.")
-    return w.astype(dtype)
 
 
 def _fold_ids(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray) -> np.ndarray:

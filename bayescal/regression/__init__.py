@@ -47,6 +47,7 @@ from bayescal.regression._scores import (
     nll_normal,
     pinball_loss,
 )
+from bayescal.regression._select import RecalibratorSelection, select_recalibrator
 from bayescal.regression._uncertainty import (
     bootstrap_calibration_curve,
     bootstrap_calibration_error,
@@ -78,6 +79,8 @@ __all__ = [
     "fit_sigma_scaling",
     "recalibrated_quantiles",
     "recalibrated_interval",
+    "select_recalibrator",
+    "RecalibratorSelection",
     "pit_ecdf_band",
     "bootstrap_calibration_curve",
     "bootstrap_calibration_error",
