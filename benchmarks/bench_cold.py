@@ -241,6 +241,10 @@ def cases() -> dict:
             lambda d, _: R.fit_conformalized_quantile(d.y, d.lower, d.upper),
             None,
         ),
+        "select_recalibrator": (
+            lambda d, _: R.select_recalibrator(d.y, d.loc, d.scale, key=d.seed).fold_scores,
+            None,
+        ),
         # bayescal.classification
         "acceptance_intervals": (
             lambda d, curve: C.acceptance_intervals(curve),

@@ -743,8 +743,9 @@ def test_tables_cover_the_public_names():
         "corp_curve", "bootstrap_reliability_curve", "brier_decomposition_binned",
         "prediction_sharpness", "fit_one_vs_rest", "cross_calibrate", "save_calibrator",
         "load_calibrator",
-        # choosing a calibrator: bad-input tests in test_select_calibrator.py
-        "select_calibrator",
+        # choosing a calibrator: bad-input tests in test_select_calibrator.py and
+        # test_select_recalibrator.py
+        "select_calibrator", "select_recalibrator",
         # conditional calibration, conformal intervals, smooth ECE: bad-input tests in
         # test_conditional.py, test_conformal.py and test_smooth_ece.py
         "expected_normalized_calibration_error", "spread_skill_curve",

@@ -261,8 +261,8 @@ def select_recalibrator(
     >>> loc = rng.normal(size=500)
     >>> y = loc + 2.0 * rng.normal(size=500)  # the model says scale 1: overconfident
     >>> res = select_recalibrator(y, loc, np.ones(500), key=0)
-    >>> res.winner, round(float(res.recalibrator.factor), 1)
-    ('sigma', 2.0)
+    >>> res.winner, bool(1.8 < float(res.recalibrator.factor) < 2.2)  # the true 2
+    ('sigma', True)
     """
     names = _check_candidates(candidates)
     _v.check_choice(score, "score", SCORES)
