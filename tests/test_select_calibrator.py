@@ -257,25 +257,26 @@ def test_a_new_n_in_the_bucket_compiles_nothing_with_an_isotonic_winner():
 
 @pytest.mark.parametrize("score", ["log_loss", "brier"])
 def test_numpy_fits_equal_the_compiled_kernel(score, monkeypatch):
-    # small inputs are fitted in NumPy (no compilation); beyond HOST_MAX_SIZE the
-    # compiled kernel runs: both give the same table and the same refitted winner
+    # inputs up to HOST_MAX_SIZE are fitted in NumPy (no compilation); beyond,
+    # the compiled kernel runs: both give the same table and the same refitted winner
     from bayescal._src import selection
 
     y, p = _data(300, seed=14, power=2.0)
     w = np.random.default_rng(2).integers(0, 3, 300).astype(float)
     kw = dict(key=5, score=score, weights=w, eps=1e-4 if score == "log_loss" else None)
-    host = clf.select_calibrator(y, p, **kw)
-    monkeypatch.setattr(selection, "HOST_MAX_SIZE", 0)
-    kernel = clf.select_calibrator(y, p, **kw)
-    np.testing.assert_allclose(host.fold_scores, kernel.fold_scores, **TOL)
-    for name in host.names:
-        a = clf.select_calibrator(y, p, **{**kw, "candidates": (name,)}).calibrator
-        monkeypatch.setattr(selection, "HOST_MAX_SIZE", 1 << 17)
-        b = clf.select_calibrator(y, p, **{**kw, "candidates": (name,)}).calibrator
-        monkeypatch.setattr(selection, "HOST_MAX_SIZE", 0)
+
+    def run(host, **extra):
+        monkeypatch.setattr(selection, "on_host", lambda n: host)
+        return clf.select_calibrator(y, p, **{**kw, **extra})
+
+    np.testing.assert_allclose(run(True).fold_scores, run(False).fold_scores, **TOL)
+    for name in clf.select_calibrator(y, p, **kw).names:
+        a = run(True, candidates=(name,)).calibrator
+        b = run(False, candidates=(name,)).calibrator
         if a is None:
             assert b is None
             continue
+        assert type(a) is type(b)
         grid = np.linspace(0.01, 0.99, 97, dtype=DT)
         np.testing.assert_allclose(a(grid), b(grid), **TOL)
 
@@ -299,3 +300,11 @@ def test_vectorised_pav_equals_scipy():
         np.testing.assert_allclose(
             _pav(y, w), isotonic_regression(y, weights=w).x, rtol=1e-12, atol=1e-12
         )
+
+
+def test_a_first_call_compiles_at_most_the_fold_program():
+    # the folds' fits run in NumPy: only the fold assignment's program (per bucket)
+    from tests.conftest import compilations_during
+
+    y, p = _data(5000, seed=15, power=2.0)
+    assert compilations_during(lambda: clf.select_calibrator(y, p, key=0)) <= 1

@@ -217,3 +217,11 @@ def test_bad_data():
         reg.select_recalibrator(Y, LOC[:-1], SCALE, key=0)
     with pytest.raises(TypeError, match="concrete"):
         jax.jit(lambda m: reg.select_recalibrator(Y, m, SCALE, key=0))(LOC)
+
+
+def test_a_first_call_compiles_at_most_the_fold_program():
+    # the fits and scores run in NumPy: only the fold assignment's program (per bucket)
+    from tests.conftest import compilations_during
+
+    y, loc, scale = _data(5000, seed=15, spread=1.5)
+    assert compilations_during(lambda: reg.select_recalibrator(y, loc, scale, key=0)) <= 1

@@ -33,6 +33,7 @@ __all__ = [
     "cross_validated_scores",
     "host_scores",
     "host_weights",
+    "on_host",
     "summarise",
     "table_repr",
 ]
@@ -64,9 +65,15 @@ class Candidate(NamedTuple):
 
 #: Up to this many observations the candidates with a ``host`` fit run in NumPy: the
 #: folds' fits then cost no compilation (the compiled kernel took ~2.5 s to compile
-#: for the five binary candidates at N = 1e4, the NumPy fits ~30 ms to run). Beyond
-#: it the compiled program runs faster than NumPy and its compile time matters less.
+#: for the five binary candidates at N = 1e4, the NumPy fits ~30 ms to run). At
+#: N = 131,072 a first call took 0.7-0.8 s in NumPy against 3.0 s compiled (warm:
+#: 0.7 against 0.4 s); at 5e5 and 1e6 the two were within the noise of a busy 2-core
+#: machine (5-11 s each), so beyond this size the compiled program runs (on
+#: accelerators, not measured, it should run faster still).
 HOST_MAX_SIZE = 1 << 17
+def on_host(n: int) -> bool:
+    """Whether ``n`` observations are fitted in NumPy (:func:`host_scores`)."""
+    return n <= HOST_MAX_SIZE
 
 
 def _options(size: int) -> dict[str, Any]:

@@ -473,7 +473,7 @@ def select_calibrator(
     dtype = probs.dtype
     w = _sel.host_weights(weights, n, dtype)
     fold = _fold_ids(folds, key, labels, w)
-    small = n <= _sel.HOST_MAX_SIZE
+    small = _sel.on_host(n)
     on_host = tuple(c for c in names if small and CANDIDATES[c].host is not None)
     compiled = tuple(c for c in names if c not in on_host)
     rows, refit = {}, {}
