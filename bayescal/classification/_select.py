@@ -43,8 +43,8 @@ _LOGIT = {"platt", "beta"}  # fits on log p / log(1 - p): p must be inside (0, 1
 # the one on all the data) are weight rows, as in the compiled kernel. A logistic fit
 # is convex with one optimum, so Newton's method here reaches the optimum fit_platt /
 # fit_beta reach (they agree with float64 to ~1e-6 relative in float32); the isotonic
-# fit pools ties and runs scipy's PAV, as fit_isotonic does on the CPU; histogram
-# binning is two bincounts per row.
+# fit pools ties and runs PAV (vectorised passes, then fit_isotonic's own PAV loop);
+# histogram binning is two bincounts per row.
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
