@@ -380,6 +380,20 @@ def _bin_index(p: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return idx
 
 
+def _binned(
+    y_true: Any, y_prob: Any, weights: Any, bins: Any, strategy: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray] | None:
+    """Labels, probabilities, weights, the edges and each probability's bin, or None."""
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    edges = _edges(bins, strategy, p)
+    if edges is None:
+        return None
+    return y, p, w, edges, _bin_index(p, edges)
+
+
 def expected_calibration_error(
     y_true: Any,
     y_prob: Any,
@@ -403,15 +417,11 @@ def expected_calibration_error(
         or num_samples < 1
     ):
         return None
-    data = _binary(y_true, y_prob, weights, True)
+    data = _binned(y_true, y_prob, weights, bins, strategy)
     if data is None:
         return None
-    y, p, w = data
-    edges = _edges(bins, strategy, p)
-    if edges is None:
-        return None
+    y, p, w, edges, idx = data
     num = edges.size - 1
-    idx = _bin_index(p, edges)
     # |ybar_k - pbar_k| n_k = |sum over bin k of (y - p)|, weighted: of w (y - p)
     resid = y.astype(np.float64) - p
     if w is None:
@@ -930,15 +940,11 @@ def reliability_curve(
 
     if not isinstance(return_edges, bool):
         return None
-    data = _binary(y_true, y_prob, weights, True)
+    data = _binned(y_true, y_prob, weights, bins, strategy)
     if data is None:
         return None
-    y, p, w = data
-    edges = _edges(bins, strategy, p)
-    if edges is None:
-        return None
+    y, p, w, edges, idx = data
     num = edges.size - 1
-    idx = _bin_index(p, edges)
     if w is None:
         count = np.bincount(idx, minlength=num)
         weight = count.astype(np.int64 if jax.config.jax_enable_x64 else np.int32)
