@@ -288,7 +288,7 @@ def cases() -> dict:
             lambda d, _: C.kernel_calibration_test(d.label, d.prob),
             None,
         ),
-        "kernel_calibration_test -> unbiased, multiclass": (
+        "kernel_calibration_test -> unbiased multiclass": (
             lambda d, _: C.kernel_calibration_test(
                 d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20
             ),

@@ -85,3 +85,9 @@ def test_a_fresh_first_session_compiles_one_program_per_call():
     assert res["first"]["compiles"] <= 12, res
     assert res["new_n"]["compiles"] == 0, res
     assert res["again"]["compiles"] == 0, res
+
+
+def test_row_names_hold_no_comma():
+    # bench_cold passes the rows to its worker joined by commas: a comma in a name
+    # split it into two unknown rows and stopped `make bench`
+    assert not [name for name in bc.cases() if "," in name]
