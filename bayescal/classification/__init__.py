@@ -11,7 +11,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
-:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`; cross-validated
+:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
+:func:`fit_scaling_binning`; cross-validated
 fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
@@ -48,6 +49,10 @@ from bayescal.classification._metrics import (
 from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
+)
+from bayescal.classification._scaling_binning import (
+    ScalingBinningCalibrator,
+    fit_scaling_binning,
 )
 from bayescal.classification._smooth import (
     smooth_calibration_error,
@@ -108,12 +113,14 @@ __all__ = [
     "fit_beta",
     "fit_temperature",
     "fit_one_vs_rest",
+    "fit_scaling_binning",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
     "BetaCalibrator",
     "TemperatureCalibrator",
     "OneVsRestCalibrator",
+    "ScalingBinningCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
