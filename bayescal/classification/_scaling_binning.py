@@ -309,17 +309,17 @@ def _equal_mass_bins(g: jax.Array, w: jax.Array, num_bins: int):
     boundary = k * q + jnp.minimum(k, r)  # group k ends before this cumulative weight
     big = jnp.asarray(jnp.inf, dtype)
 
-    def at(position):  # the sorted value at a (0-based) position of the weighted sample
-        # the first j with cw[j] > position: the smallest such gs
-        return jnp.min(jnp.where(cw[None, :] > position[:, None], gs[None, :], big), axis=1)
-
-    inner = (at(boundary - 1) + at(boundary)) / 2
+    # the sorted values at (0-based) positions boundary - 1 and boundary of the weighted
+    # sample: the first gs whose cumulative weight exceeds the position (one reduction)
+    position = jnp.concatenate([boundary - 1, boundary])
+    at = jnp.min(jnp.where(cw[None, :] > position[:, None], gs[None, :], big), axis=1)
+    inner = (at[: num_bins - 1] + at[num_bins - 1 :]) / 2
     edges = jnp.concatenate([jnp.zeros((1,), dtype), inner, jnp.ones((1,), dtype)])
     # bin of g: the number of inner edges below it (Kumar et al.'s bisect_left)
     idx = jnp.sum(g[:, None] > inner[None, :], axis=1)
-    onehot = idx[:, None] == jnp.arange(num_bins)
-    sums = jnp.sum(jnp.where(onehot, (w * g)[:, None], 0), axis=0)
-    weight = jnp.sum(jnp.where(onehot, w[:, None], 0), axis=0)
+    onehot = idx[:, None] == jnp.arange(num_bins)  # [N, B]
+    both = jnp.sum(jnp.where(onehot[None], jnp.stack([w * g, w])[:, :, None], 0), axis=1)
+    sums, weight = both[0], both[1]
     midpoint = (edges[:-1] + edges[1:]) / 2
     values = jnp.where(weight > 0, sums / jnp.where(weight > 0, weight, 1), midpoint)
     # means lie in their bins, so they are nondecreasing up to rounding: keep them so
