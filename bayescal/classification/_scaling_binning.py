@@ -281,8 +281,8 @@ def _fit_scaling_binning(y_true, y_prob, weights, n, *, num_bins, split, soft_la
         False,
         what=(
             f"({num_bins}) must not exceed the number of binning observations of "
-            "positive weight (the last N - floor(split * N), or all N with split=None); "
-            "use fewer bins or more data"
+            "positive weight in y_true and y_prob (the last N - floor(split * N), or "
+            "all N with split=None); use fewer bins or more data"
         ),
     )
     f = _logit(p, eps)
