@@ -341,6 +341,14 @@ def cases() -> dict:
             lambda d, cal: cal(d.prob),
             fitted(lambda d: C.fit_beta(d.label, d.prob)),
         ),
+        "fit_scaling_binning": (
+            lambda d, _: C.fit_scaling_binning(d.label, d.prob),
+            None,
+        ),
+        "fit_scaling_binning -> apply": (
+            lambda d, cal: cal(d.prob),
+            fitted(lambda d: C.fit_scaling_binning(d.label, d.prob)),
+        ),
         "fit_temperature": (lambda d, _: C.fit_temperature(d.mc_label, d.mc_logits), None),
         "fit_temperature -> apply": (
             lambda d, cal: cal(d.mc_logits),

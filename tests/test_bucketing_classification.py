@@ -53,6 +53,13 @@ def _histogram():
 
 
 @functools.cache
+def _scaling_binning():
+    x = np.linspace(0.01, 0.99, 300)
+    y = (np.sin(40 * x) > 0.5 - x).astype(int)
+    return C.fit_scaling_binning(y, x, bins=7, eps=1e-6)
+
+
+@functools.cache
 def _one_vs_rest(method):
     d = _data(300, 3)
     return C.fit_one_vs_rest(d["cls"], d["probs3"], method=method)
@@ -160,6 +167,12 @@ CASES = {
         {"bins": 8, "strategy": "quantile"},
     ),
     "histogram_calibrator_call": (lambda p: _histogram()(p), ("p",), {}),
+    "fit_scaling_binning": (
+        C.fit_scaling_binning,
+        ("labels", "p"),
+        {"bins": 3, "split": None, "eps": 1e-6},
+    ),
+    "scaling_binning_call": (lambda p: _scaling_binning()(p), ("p",), {}),
     "fit_one_vs_rest_isotonic": (C.fit_one_vs_rest, ("cls", "probs3"), {}),
     "fit_one_vs_rest_histogram": (
         C.fit_one_vs_rest,
@@ -229,6 +242,8 @@ COVERS = {
     "classification.smooth_reliability_band",
     "classification.fit_histogram_binning",
     "classification.HistogramBinningCalibrator",
+    "classification.fit_scaling_binning",
+    "classification.ScalingBinningCalibrator",
     "classification.fit_one_vs_rest",
     "classification.OneVsRestCalibrator",
     "classification.fit_temperature",

@@ -37,6 +37,11 @@ def _cases():
             clf.fit_platt(Y, 4 * P - 2, input="score"), P[:2], np.array([0.3, np.inf])
         ),
         "beta": (clf.fit_beta(Y, P), P[:2], np.array([0.3, -0.5])),
+        "scaling_binning": (
+            clf.fit_scaling_binning(Y, P, bins=3, split=None),
+            P[:2],
+            np.array([0.3, 1.5]),
+        ),
         "temperature": (
             clf.fit_temperature(LABELS, np.log(PROBS)),
             good_logits,

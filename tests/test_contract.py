@@ -215,6 +215,7 @@ def _fits():
         "isotonic": clf.fit_isotonic(d["lab"], d["p"]),
         "histogram": clf.fit_histogram_binning(d["lab"], d["p"], bins=5),
         "beta": clf.fit_beta(d["lab"], d["p"]),
+        "scaling_binning": clf.fit_scaling_binning(d["lab"], d["p"], bins=5),
         "temperature": clf.fit_temperature(d["cls"], np.log(d["probs"])),
         "one_vs_rest": clf.fit_one_vs_rest(d["cls"], d["probs"], method="platt"),
         "vector_scaling": clf.fit_vector_scaling(d["cls"], np.log(d["probs"])),

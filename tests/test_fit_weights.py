@@ -60,6 +60,11 @@ CLASSIFICATION = {
         ),
         _map_on,
     ),
+    # split=None: a split counts rows, so repeated rows would move it
+    "scaling_binning": (
+        lambda y, p, **kw: bc.fit_scaling_binning(y, p, bins=4, split=None, **kw),
+        lambda cal: _map_on(cal, GRID[1:-1]),  # logit(0), logit(1) are infinite
+    ),
     "temperature": (
         lambda y, p, **kw: bc.fit_temperature(y, jnp.log(p / (1 - p)), **kw),
         lambda cal: np.asarray(cal.temperature),
@@ -253,6 +258,7 @@ FITS = {
     "fit_isotonic": lambda w: bc.fit_isotonic(_Y, _P, weights=w),
     "fit_histogram_binning": lambda w: bc.fit_histogram_binning(_Y, _P, weights=w),
     "fit_temperature": lambda w: bc.fit_temperature(_Y, _P - 0.5, weights=w),
+    "fit_scaling_binning": lambda w: bc.fit_scaling_binning(_Y, _P, bins=4, weights=w),
     "fit_one_vs_rest": lambda w: bc.fit_one_vs_rest(
         _Y, np.stack([1 - _P, _P], axis=1), weights=w
     ),

@@ -50,6 +50,8 @@ FITS = {
     "isotonic": (clf.fit_isotonic, ("lab", "p"), {}),
     "histogram": (clf.fit_histogram_binning, ("lab", "p"), {"bins": 7}),
     "beta": (clf.fit_beta, ("lab", "p"), {}),
+    "scaling_binning": (clf.fit_scaling_binning, ("lab", "p"), {"bins": 5}),
+    "scaling_binning_all": (clf.fit_scaling_binning, ("lab", "p"), {"split": None}),
     "temperature": (clf.fit_temperature, ("cls", "logits3"), {}),
     "temperature_binary": (clf.fit_temperature, ("lab", "score"), {}),
     "one_vs_rest_platt": (clf.fit_one_vs_rest, ("cls", "probs3"), {"method": "platt"}),

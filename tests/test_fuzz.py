@@ -328,6 +328,7 @@ TABLE = [
     Entry("classification.fit_isotonic", clf.fit_isotonic, _b_score),
     Entry("classification.fit_histogram_binning", clf.fit_histogram_binning, _b_binary),
     Entry("classification.fit_beta", clf.fit_beta, _b_binary),
+    Entry("classification.fit_scaling_binning", clf.fit_scaling_binning, _b_binary),
     Entry(
         "classification.top_label_calibration_error",
         clf.top_label_calibration_error,
@@ -515,6 +516,10 @@ def _calibrator_cases():
         "isotonic": (clf.fit_isotonic(y, p), lambda c: c(p[:4])),
         "histogram": (clf.fit_histogram_binning(y, p, bins=4), lambda c: c(p[:4])),
         "beta": (clf.fit_beta(y, p), lambda c: c(p[:4])),
+        "scaling_binning": (
+            clf.fit_scaling_binning(y, p, bins=3, split=None),
+            lambda c: c(p[:4]),
+        ),
         "temperature": (clf.fit_temperature(labels, np.log(probs)), lambda c: c(np.log(probs[:4]))),
         "one_vs_rest": (clf.fit_one_vs_rest(labels, probs, method="platt"), lambda c: c(probs[:4])),
         "vector_scaling": (clf.fit_vector_scaling(labels, np.log(probs)),

@@ -141,6 +141,26 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ("b", lambda d: bool(np.all(d["b"] >= 0)), ">= 0"),
             ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
         ],
+        "ScalingBinningCalibrator": [
+            *_scalar("a", "b"),
+            _vector("edges", 2),
+            (
+                "edges",
+                lambda d: _in_unit(d["edges"]) and _nondecreasing(d["edges"]),
+                "in [0, 1], nondecreasing",
+            ),
+            (
+                "values",
+                lambda d: _in_unit(d["values"]) and _nondecreasing(d["values"]),
+                "probabilities in [0, 1], nondecreasing",
+            ),
+            (
+                "values",
+                lambda d: d["values"].shape == (d["edges"].shape[0] - 1,),
+                "one value per bin (one fewer than the edges)",
+            ),
+            ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
+        ],
         "TemperatureCalibrator": [
             *_scalar("temperature"),
             ("temperature", lambda d: _positive(d["temperature"]), _POSITIVE),
@@ -234,6 +254,7 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
 
     Works for the calibrators of both branches (``fit_platt``, ``fit_isotonic``,
     ``fit_histogram_binning``, ``fit_beta``, ``fit_temperature``, ``fit_one_vs_rest``,
+    ``fit_scaling_binning``,
     ``fit_isotonic_recalibrator``, ``fit_sigma_scaling``, ...): everything
     registered as a fitted pytree.
 

@@ -13,7 +13,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
-:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`, and for multiclass
+:func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
+:func:`fit_scaling_binning`, and for multiclass
 :func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
 :func:`fit_top_label`; cross-validated
 fitting with :func:`cross_calibrate`; choosing one (or none) by nested
@@ -71,6 +72,10 @@ from bayescal.classification._scaling import (
     fit_vector_scaling,
 )
 from bayescal.classification._select import CalibratorSelection, select_calibrator
+from bayescal.classification._scaling_binning import (
+    ScalingBinningCalibrator,
+    fit_scaling_binning,
+)
 from bayescal.classification._smooth import (
     smooth_calibration_error,
     smooth_reliability_band,
@@ -137,6 +142,7 @@ __all__ = [
     "fit_matrix_scaling",
     "fit_dirichlet",
     "fit_top_label",
+    "fit_scaling_binning",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -148,6 +154,7 @@ __all__ = [
     "DirichletCalibrator",
     "TopLabelCalibrator",
     "TopLabelPrediction",
+    "ScalingBinningCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
