@@ -71,11 +71,11 @@ from bayescal.classification._scaling import (
     fit_matrix_scaling,
     fit_vector_scaling,
 )
-from bayescal.classification._select import CalibratorSelection, select_calibrator
 from bayescal.classification._scaling_binning import (
     ScalingBinningCalibrator,
     fit_scaling_binning,
 )
+from bayescal.classification._select import CalibratorSelection, select_calibrator
 from bayescal.classification._smooth import (
     smooth_calibration_error,
     smooth_reliability_band,
