@@ -336,6 +336,28 @@ def cases() -> dict:
             lambda d, cal: cal(d.prob),
             fitted(lambda d: C.fit_histogram_binning(d.label, d.prob)),
         ),
+        "fit_venn_abers": (lambda d, _: C.fit_venn_abers(d.label, d.prob), None),
+        "fit_venn_abers -> apply": (
+            lambda d, cal: cal.probability(d.prob),
+            fitted(lambda d: C.fit_venn_abers(d.label, d.prob)),
+        ),
+        "fit_cross_venn_abers": (
+            lambda d, _: C.fit_cross_venn_abers(d.label, d.prob, d.groups),
+            None,
+        ),
+        "fit_cross_venn_abers -> apply": (
+            lambda d, cal: cal.probability(np.repeat(d.prob[:, None], 5, axis=1)),
+            fitted(lambda d: C.fit_cross_venn_abers(d.label, d.prob, d.groups)),
+        ),
+        "fit_isotonic.prior": (lambda d, _: C.fit_isotonic(d.label, d.prob, prior=1.0), None),
+        "fit_centered_isotonic": (
+            lambda d, _: C.fit_centered_isotonic(d.label, d.prob),
+            None,
+        ),
+        "fit_centered_isotonic -> apply": (
+            lambda d, cal: cal(d.prob),
+            fitted(lambda d: C.fit_centered_isotonic(d.label, d.prob)),
+        ),
         "fit_beta": (lambda d, _: C.fit_beta(d.label, d.prob), None),
         "fit_beta -> apply": (
             lambda d, cal: cal(d.prob),

@@ -57,6 +57,27 @@ def _scaling_binning():
     x = np.linspace(0.01, 0.99, 300)
     y = (np.sin(40 * x) > 0.5 - x).astype(int)
     return C.fit_scaling_binning(y, x, bins=7, eps=1e-6)
+def _venn():
+    d = _data(300, 4)
+    return C.fit_venn_abers(d["labels"], d["p"])
+
+
+@functools.cache
+def _cross_venn():
+    d = _data(300, 5)
+    return C.fit_cross_venn_abers(d["labels"], d["p"], np.arange(300) % 3)
+
+
+@functools.cache
+def _centered():
+    d = _data(300, 6)
+    return C.fit_centered_isotonic(d["labels"], d["p"])
+
+
+def _three_folds(p):
+    """The same test score for each of 3 fold models (NumPy eagerly: host-resident)."""
+    xp = jnp if isinstance(p, jax.core.Tracer) else np
+    return xp.stack([p, p, p], axis=-1)
 
 
 @functools.cache
@@ -173,6 +194,29 @@ CASES = {
         {"bins": 3, "split": None, "eps": 1e-6},
     ),
     "scaling_binning_call": (lambda p: _scaling_binning()(p), ("p",), {}),
+    "fit_venn_abers": (C.fit_venn_abers, ("labels", "p"), {}),
+    "venn_abers_call": (lambda p: _venn()(p), ("p",), {}),
+    "venn_abers_probability": (lambda p: _venn().probability(p), ("p",), {}),
+    "venn_abers_interval": (lambda p: _venn().interval(p), ("p",), {}),
+    "fit_cross_venn_abers": (
+        lambda y, p: C.fit_cross_venn_abers(y, p, np.arange(y.shape[0]) % 3),
+        ("labels", "p"),
+        {},
+    ),
+    "cross_venn_abers_call": (lambda p: _cross_venn()(_three_folds(p)), ("p",), {}),
+    "cross_venn_abers_probability": (
+        lambda p: _cross_venn().probability(_three_folds(p)),
+        ("p",),
+        {},
+    ),
+    "cross_venn_abers_interval": (
+        lambda p: _cross_venn().interval(_three_folds(p)),
+        ("p",),
+        {},
+    ),
+    "fit_centered_isotonic": (C.fit_centered_isotonic, ("labels", "p"), {}),
+    "centered_isotonic_call": (lambda p: _centered()(p), ("p",), {}),
+    "fit_isotonic_prior": (C.fit_isotonic, ("labels", "p"), {"prior": (1.0, 2.0)}),
     "fit_one_vs_rest_isotonic": (C.fit_one_vs_rest, ("cls", "probs3"), {}),
     "fit_one_vs_rest_histogram": (
         C.fit_one_vs_rest,
@@ -244,6 +288,12 @@ COVERS = {
     "classification.HistogramBinningCalibrator",
     "classification.fit_scaling_binning",
     "classification.ScalingBinningCalibrator",
+    "classification.fit_venn_abers",
+    "classification.VennAbersCalibrator",
+    "classification.fit_cross_venn_abers",
+    "classification.CrossVennAbersCalibrator",
+    "classification.fit_centered_isotonic",
+    "classification.CenteredIsotonicCalibrator",
     "classification.fit_one_vs_rest",
     "classification.OneVsRestCalibrator",
     "classification.fit_temperature",

@@ -98,6 +98,15 @@ METRICS = {
     "hosmer_lemeshow_dof": (clf.hosmer_lemeshow, ("lab", "p"), {"bins": 5, "dof": 5}),
     "isotonic_calibration_index": (clf.isotonic_calibration_index, ("lab", "p"), {}),
     "top_label": (clf.top_label_calibration_error, ("cls", "probs"), {}),
+    # fits whose mathematics allow jit and vmap of the fit itself
+    "fit_venn_abers": (clf.fit_venn_abers, ("lab", "p"), {}),
+    "fit_cross_venn_abers": (
+        lambda y, p: clf.fit_cross_venn_abers(y, p, np.arange(64) % 3),
+        ("lab", "p"),
+        {},
+    ),
+    "fit_centered_isotonic": (clf.fit_centered_isotonic, ("lab", "p"), {}),
+    "fit_isotonic_prior": (clf.fit_isotonic, ("lab", "p"), {"prior": (1.0, 2.0)}),
     "marginal": (clf.marginal_calibration_error, ("cls", "probs"), {}),
 }
 
@@ -213,6 +222,10 @@ def _fits():
         "platt": clf.fit_platt(d["lab"], d["p"]),
         "platt_score": clf.fit_platt(d["lab"], d["loc"], input="score"),
         "isotonic": clf.fit_isotonic(d["lab"], d["p"]),
+        "isotonic_prior": clf.fit_isotonic(d["lab"], d["p"], prior=1.0),
+        "venn_abers": clf.fit_venn_abers(d["lab"], d["p"]),
+        "cross_venn_abers": clf.fit_cross_venn_abers(d["lab"], d["p"], np.arange(80) % 4),
+        "centered_isotonic": clf.fit_centered_isotonic(d["lab"], d["p"]),
         "histogram": clf.fit_histogram_binning(d["lab"], d["p"], bins=5),
         "beta": clf.fit_beta(d["lab"], d["p"]),
         "scaling_binning": clf.fit_scaling_binning(d["lab"], d["p"], bins=5),

@@ -268,6 +268,10 @@ def _b_score(draw, n):
     return {"y_true": _labels(draw, n), "y_score": _probs(draw, n)}
 
 
+def _b_cross(draw, n):
+    return {**_b_score(draw, n), "folds": np.arange(n) % 2}
+
+
 def _b_multiclass(draw, n):
     return {"y_true": _labels(draw, n, 3), "probs": _simplex(draw, n, 3)}
 
@@ -329,6 +333,9 @@ TABLE = [
     Entry("classification.fit_histogram_binning", clf.fit_histogram_binning, _b_binary),
     Entry("classification.fit_beta", clf.fit_beta, _b_binary),
     Entry("classification.fit_scaling_binning", clf.fit_scaling_binning, _b_binary),
+    Entry("classification.fit_venn_abers", clf.fit_venn_abers, _b_score),
+    Entry("classification.fit_centered_isotonic", clf.fit_centered_isotonic, _b_score),
+    Entry("classification.fit_cross_venn_abers", clf.fit_cross_venn_abers, _b_cross),
     Entry(
         "classification.top_label_calibration_error",
         clf.top_label_calibration_error,
@@ -520,6 +527,12 @@ def _calibrator_cases():
             clf.fit_scaling_binning(y, p, bins=3, split=None),
             lambda c: c(p[:4]),
         ),
+        "venn_abers": (clf.fit_venn_abers(y, p), lambda c: c.probability(p[:4])),
+        "cross_venn_abers": (
+            clf.fit_cross_venn_abers(y, p, np.arange(10) % 2),
+            lambda c: c.probability(np.stack([p[:4], p[:4]], axis=1)),
+        ),
+        "centered_isotonic": (clf.fit_centered_isotonic(y, p), lambda c: c(p[:4])),
         "temperature": (clf.fit_temperature(labels, np.log(probs)), lambda c: c(np.log(probs[:4]))),
         "one_vs_rest": (clf.fit_one_vs_rest(labels, probs, method="platt"), lambda c: c(probs[:4])),
         "vector_scaling": (clf.fit_vector_scaling(labels, np.log(probs)),

@@ -20,8 +20,11 @@ from bayescal._src import host
 from bayescal.classification import (
     brier_score,
     expected_calibration_error,
+    fit_centered_isotonic,
+    fit_cross_venn_abers,
     fit_isotonic,
     fit_platt,
+    fit_venn_abers,
     log_loss,
     reliability_curve,
 )
@@ -282,6 +285,60 @@ def test_fit_isotonic_and_its_calibrator_equal_kernel(data, seed):
         assert_same(got_apply, want_apply)
 
 
+@given(binary_data(), st.sampled_from([1.0, (0.5, 2.0), (3.0, 1e-3)]))
+def test_fit_isotonic_with_a_prior_equals_kernel(data, prior):
+    y, p, _ = data
+    got, want, answered = both(lambda: fit_isotonic(y, p, prior=prior))
+    assert answered == [True]
+    assert_same(got, want)
+    np.testing.assert_array_equal(got[0].thresholds, want[0].thresholds)
+
+
+@given(binary_data(), st.integers(0, 2**32 - 1))
+def test_fit_centered_isotonic_and_its_calibrator_equal_kernel(data, seed):
+    y, p, _ = data
+    got, want, answered = both(lambda: fit_centered_isotonic(y, p))
+    assert answered == [True]
+    assert_same(got, want)  # the block centres: float64 here, the dtype there
+    new = np.random.default_rng(seed).uniform(-0.2, 1.2, size=37).astype(DT)
+    for cal in (got[0], want[0]):
+        got_apply, want_apply, answered = both(lambda c=cal: c(new))
+        assert answered == [True]
+        assert_same(got_apply, want_apply)
+
+
+@given(binary_data(max_n=300), st.integers(0, 2**32 - 1))
+def test_venn_abers_calls_equal_kernel(data, seed):
+    # the host twins of VennAbersCalibrator / CrossVennAbersCalibrator calls (NumPy
+    # searchsorted and the merger) against the jitted lookup; scores on, between and
+    # beyond the calibration scores
+    y, p, w = data
+    # the fits: the host calls the kernel's own callback (exact)
+    for fit in (
+        lambda: fit_venn_abers(y, p),
+        lambda: fit_venn_abers(y, p, weights=w),
+        lambda: fit_cross_venn_abers(y, p, np.arange(np.size(p)) % 2, weights=w),
+    ):
+        got, want, answered = both(fit)
+        assert answered == [True] or (np.size(p) < 2 and answered == [False])
+        assert_same(got, want, exact=True)
+    y, p = np.asarray(y, DT), np.asarray(p, DT)
+    rng = np.random.default_rng(seed)
+    new = np.concatenate([p[:20], rng.uniform(-0.2, 1.2, size=17)]).astype(DT)
+    ivap = fit_venn_abers(y, p)
+    for call in (ivap, ivap.probability, ivap.interval):
+        got, want, answered = both(lambda c=call: c(new))
+        assert answered == [True]
+        assert_same(got, want)
+    if p.size >= 2:
+        cvap = fit_cross_venn_abers(y, p, np.arange(p.size) % 2)
+        two = np.stack([new, new[::-1]], axis=1)
+        for call in (cvap, cvap.probability, cvap.interval):
+            got, want, answered = both(lambda c=call: c(two))
+            assert answered == [True]
+            assert_same(got, want)
+
+
 @st.composite
 def pit_data(draw, max_n=2000):
     """PIT values with ties, exact 0 and 1, through one of :data:`CONVERSIONS`."""
@@ -524,6 +581,7 @@ BAD = (
         (fit_isotonic, ([0, 1, 1], [0.2, np.nan, 0.7]), {}),
         (fit_isotonic, ([0, 1, 1], [0.2, 0.6]), {}),
         (fit_isotonic, ([], []), {}),
+        (fit_isotonic, ([0, 1, 1], [0.2, 0.6, 0.7]), {"prior": -1.0}),
         (reg.fit_isotonic_recalibrator, (np.ones(50),), {}),
         (reg.fit_isotonic_recalibrator, ([0.2, 0.2, 1.0, 0.0],), {}),
         (reg.fit_isotonic_recalibrator, ([0.2, 0.4, 1.5],), {}),

@@ -125,6 +125,55 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
                 "the shape of thresholds",
             ),
         ],
+        "CenteredIsotonicCalibrator": [
+            _vector("thresholds", 1),
+            ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
+            ("values", lambda d: _in_unit(d["values"]), "probabilities in [0, 1]"),
+            ("values", lambda d: _nondecreasing(d["values"]), "nondecreasing"),
+            (
+                "values",
+                lambda d: d["values"].shape == d["thresholds"].shape,
+                "the shape of thresholds",
+            ),
+        ],
+        "VennAbersCalibrator": [
+            _vector("thresholds", 2),
+            ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
+            *(
+                (field, check, what)
+                for field in ("p0_table", "p1_table")
+                for check, what in (
+                    (lambda d, f=field: _in_unit(d[f]), "probabilities in [0, 1]"),
+                    (lambda d, f=field: _nondecreasing(d[f]), "nondecreasing"),
+                    (
+                        lambda d, f=field: d[f].shape == d["thresholds"].shape,
+                        "the shape of thresholds",
+                    ),
+                )
+            ),
+        ],
+        "CrossVennAbersCalibrator": [
+            (
+                "thresholds",
+                lambda d: d["thresholds"].ndim == 2
+                and d["thresholds"].shape[0] >= 2
+                and d["thresholds"].shape[1] >= 2,
+                "2-D [K, N + 1] with K >= 2 folds and N >= 1",
+            ),
+            ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
+            *(
+                (field, check, what)
+                for field in ("p0_table", "p1_table")
+                for check, what in (
+                    (lambda d, f=field: _in_unit(d[f]), "probabilities in [0, 1]"),
+                    (lambda d, f=field: _nondecreasing(d[f]), "nondecreasing"),
+                    (
+                        lambda d, f=field: d[f].shape == d["thresholds"].shape,
+                        "the shape of thresholds",
+                    ),
+                )
+            ),
+        ],
         "HistogramBinningCalibrator": [
             _vector("edges", 2),
             ("edges", lambda d: _nondecreasing(d["edges"]), "nondecreasing"),

@@ -110,16 +110,16 @@ def _default_float() -> type:
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-def _floats(x: Any) -> np.ndarray | None:
+def _floats(x: Any, limit: int = HOST_MAX) -> np.ndarray | None:
     """``x`` in the float dtype that ``validation.as_float_array`` gives it, or None.
 
     Only numpy arrays (no subclass: a masked array is refused by the kernel path),
-    lists, tuples and JAX arrays in host memory, of at most :data:`HOST_MAX` values.
+    lists, tuples and JAX arrays in host memory, of at most ``limit`` values.
     """
     if type(x) is np.ndarray or isinstance(x, list | tuple):
         a = np.asarray(x)
         dt = a.dtype
-        if a.size > HOST_MAX:
+        if a.size > limit:
             return None
         if dt == _F64:
             return a if jax.config.jax_enable_x64 else a.astype(_F32)
@@ -128,7 +128,7 @@ def _floats(x: Any) -> np.ndarray | None:
         if dt.kind not in "biuf":
             return None
         return a.astype(_F32 if dt.itemsize <= 2 else _default_float())
-    if not isinstance(x, jax.Array) or not host_resident(x) or x.size > HOST_MAX:
+    if not isinstance(x, jax.Array) or not host_resident(x) or x.size > limit:
         return None
     a = np.asarray(x)
     if a.dtype == _F32 or a.dtype == _F64:
@@ -646,13 +646,18 @@ def map_levels_inverse(calibrator: Any, levels: Any) -> Any:
     return map_levels(calibrator, levels, inverse=True)
 
 
-def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
+def fit_isotonic(
+    y_true: Any, y_score: Any, *, weights: Any = None, prior: Any = None
+) -> Any:
     """:func:`bayescal.classification.fit_isotonic` on the host."""
     if weights is not None:
         return None  # the kernel path (weighted PAV)
     from bayescal._src.isotonic import _pav_row
     from bayescal._src.ties import pool_ties
-    from bayescal.classification._calibrators import IsotonicCalibrator
+    from bayescal.classification._calibrators import IsotonicCalibrator, _check_prior
+
+    if prior is not None:
+        a, b = _check_prior(prior)  # its ValueError: the kernel path raises it again
 
     data = _binary(y_true, y_score, None, probabilities=False)
     if data is None:
@@ -660,6 +665,12 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
     y, s, _ = data
     pooled = pool_ties(s, y)
     fit = _pav_row(pooled.mean.astype(np.float64), pooled.weight.astype(np.float64))
+    if prior is not None:  # Beta pseudo-counts on every level set, then PAV again
+        weight = pooled.weight.astype(np.float64)
+        block = np.cumsum(np.r_[True, fit[1:] != fit[:-1]]) - 1
+        total = np.bincount(block, weight)
+        mean = (np.bincount(block, weight * fit) + a) / (total + a + b)
+        fit = _pav_row(mean, total + a + b)[block]
     pad = s.size - fit.size  # the kernel's fixed-size output repeats the last knot
     thresholds = np.concatenate([pooled.thresholds, np.repeat(pooled.thresholds[-1:], pad)])
     values = np.concatenate([fit, np.repeat(fit[-1:], pad)]).astype(s.dtype)
@@ -676,6 +687,151 @@ def isotonic_apply(calibrator: Any, y_score: Any) -> Any:
         return None
     return _device(_interp(s, *knots).astype(s.dtype))
 
+
+# --------------------------------------------------------------------------- Venn-ABERS
+# A lookup is a binary search per score (a few ms per 1e5 scores in NumPy): cheaper
+# than compiling the kernel's searchsorted up to far larger inputs than HOST_MAX.
+_VENN_MAX = 1 << 20
+
+
+def _venn_tables(calibrator: Any, ndim: int) -> list[np.ndarray] | None:
+    fields = (calibrator.thresholds, calibrator.p0_table, calibrator.p1_table)
+    if not all(
+        isinstance(a, jax.Array) and a.ndim == ndim and a.size and host_resident(a)
+        for a in fields
+    ):
+        return None
+    out = [np.asarray(a) for a in fields]
+    if out[0].dtype not in (_F32, _F64) or any(a.dtype != out[0].dtype for a in out):
+        return None
+    return out
+
+
+def venn_abers_apply(calibrator: Any, y_score: Any, output: str = "pair") -> Any:
+    """``VennAbersCalibrator`` calls on the host (the kernel's searchsorted lookup)."""
+    tables = _venn_tables(calibrator, 1)
+    s = _floats(y_score, _VENN_MAX)
+    if tables is None or s is None or s.size == 0 or not _normal(s.reshape(-1)):
+        return None
+    t, p0_table, p1_table = (a.astype(s.dtype) for a in tables)
+    last = t.shape[-1] - 1  # XLA clamps the index past the end to the last slot
+    p0 = p0_table[np.minimum(np.searchsorted(t, s, side="right"), last)]
+    p1 = p1_table[np.minimum(np.searchsorted(t, s, side="left"), last)]
+    if output == "probability":
+        return _device((p1 / (1 - p0 + p1)).astype(s.dtype))
+    if output == "interval":
+        return _device(np.stack([p0, p1], axis=-1))
+    return _device(p0), _device(p1)
+
+
+def cross_venn_abers_apply(calibrator: Any, y_score: Any, output: str = "pair") -> Any:
+    """``CrossVennAbersCalibrator`` calls on the host, for scores of shape [M, K]."""
+    tables = _venn_tables(calibrator, 2)
+    s = _floats(y_score, _VENN_MAX)
+    if tables is None or s is None or s.size == 0 or s.ndim != 2:
+        return None
+    k = tables[0].shape[0]
+    if s.shape[1] != k or not _normal(s.reshape(-1)):
+        return None
+    t, p0_table, p1_table = (a.astype(s.dtype) for a in tables)
+    last = t.shape[-1] - 1  # XLA clamps the index past the end to the last slot
+
+    def lookup(table: np.ndarray, side: str) -> np.ndarray:
+        idx = [np.minimum(np.searchsorted(t[j], s[:, j], side=side), last) for j in range(k)]
+        return np.stack([table[j][i] for j, i in enumerate(idx)], axis=-1)
+
+    p0, p1 = lookup(p0_table, "right"), lookup(p1_table, "left")
+    if output == "probability":
+        g1 = np.exp(np.mean(np.log(p1), axis=-1))
+        g0 = np.exp(np.mean(np.log1p(-p0), axis=-1))
+        return _device((g1 / (g0 + g1)).astype(s.dtype))
+    if output == "interval":
+        return _device(np.stack([p0.min(axis=-1), p1.max(axis=-1)], axis=-1))
+    return _device(p0), _device(p1)
+
+
+def venn_abers_probability(calibrator: Any, y_score: Any) -> Any:
+    """``VennAbersCalibrator.probability`` on the host."""
+    return venn_abers_apply(calibrator, y_score, "probability")
+
+
+def venn_abers_interval(calibrator: Any, y_score: Any) -> Any:
+    """``VennAbersCalibrator.interval`` on the host."""
+    return venn_abers_apply(calibrator, y_score, "interval")
+
+
+def cross_venn_abers_probability(calibrator: Any, y_score: Any) -> Any:
+    """``CrossVennAbersCalibrator.probability`` on the host."""
+    return cross_venn_abers_apply(calibrator, y_score, "probability")
+
+
+def cross_venn_abers_interval(calibrator: Any, y_score: Any) -> Any:
+    """``CrossVennAbersCalibrator.interval`` on the host."""
+    return cross_venn_abers_apply(calibrator, y_score, "interval")
+
+
+def fit_venn_abers(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_venn_abers` on the host (its kernel's
+    callback, called directly: no program to compile)."""
+    from bayescal.classification._venn import VennAbersCalibrator, _host_venn_abers
+
+    data = _binary(y_true, y_score, weights, probabilities=False)
+    if data is None:
+        return None
+    y, s, w = data
+    out = _host_venn_abers(s, y, np.ones_like(s) if w is None else w)
+    return VennAbersCalibrator(*(_device(a) for a in out))
+
+
+def fit_cross_venn_abers(
+    y_true: Any, y_score: Any, folds: Any, *, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_cross_venn_abers` on the host."""
+    from bayescal.classification._venn import (
+        CrossVennAbersCalibrator,
+        _check_fold_ids,
+        _host_venn_abers,
+    )
+
+    data = _binary(y_true, y_score, weights, probabilities=False)
+    if data is None:
+        return None
+    y, s, w = data
+    fold, num = _check_fold_ids(folds, s.size)  # its errors: the kernel path raises them
+    w = np.ones_like(s) if w is None else w
+    member = fold[None, :] == np.arange(num)[:, None]
+    wk = np.where(member, w[None, :], np.zeros((), s.dtype))
+    out = _host_venn_abers(np.broadcast_to(s, wk.shape), np.broadcast_to(y, wk.shape), wk)
+    return CrossVennAbersCalibrator(*(_device(np.ascontiguousarray(a)) for a in out))
+
+
+def fit_centered_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_centered_isotonic` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted PAV)
+    from bayescal._src.isotonic import _pav_row
+    from bayescal._src.ties import pool_ties
+    from bayescal.classification._venn import CenteredIsotonicCalibrator
+
+    data = _binary(y_true, y_score, None, probabilities=False)
+    if data is None:
+        return None
+    y, s, _ = data
+    pooled = pool_ties(s, y)
+    weight = pooled.weight.astype(np.float64)
+    fit = _pav_row(pooled.mean.astype(np.float64), weight)
+    start = np.r_[True, fit[1:] != fit[:-1]]  # each level set: one point
+    block = np.cumsum(start) - 1
+    thr = pooled.thresholds.astype(np.float64)
+    first = thr[start]  # the weighted mean score about the block's first score
+    centers = first + np.bincount(block, weight * (thr - first[block])) / np.bincount(
+        block, weight
+    )
+    level = fit[start]
+    pad = s.size - centers.size  # the kernel's fixed-size output repeats the last point
+    centers = np.concatenate([centers, np.repeat(centers[-1:], pad)]).astype(s.dtype)
+    level = np.concatenate([level, np.repeat(level[-1:], pad)]).astype(s.dtype)
+    return CenteredIsotonicCalibrator(_device(centers), _device(level))
 
 
 # --------------------------------------------------------------------------- regression

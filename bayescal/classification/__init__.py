@@ -14,7 +14,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
-:func:`fit_scaling_binning`, and for multiclass
+:func:`fit_scaling_binning`, :func:`fit_venn_abers` and :func:`fit_cross_venn_abers`
+(Venn-ABERS), :func:`fit_centered_isotonic`, and for multiclass
 :func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
 :func:`fit_top_label`; cross-validated
 fitting with :func:`cross_calibrate`; choosing one (or none) by nested
@@ -96,6 +97,14 @@ from bayescal.classification._uncertainty import (
     bootstrap_reliability_curve,
     corp_curve,
 )
+from bayescal.classification._venn import (
+    CenteredIsotonicCalibrator,
+    CrossVennAbersCalibrator,
+    VennAbersCalibrator,
+    fit_centered_isotonic,
+    fit_cross_venn_abers,
+    fit_venn_abers,
+)
 
 __all__ = [
     # uncertainty of reliability curves
@@ -138,6 +147,9 @@ __all__ = [
     "fit_beta",
     "fit_temperature",
     "fit_one_vs_rest",
+    "fit_venn_abers",
+    "fit_cross_venn_abers",
+    "fit_centered_isotonic",
     "fit_vector_scaling",
     "fit_matrix_scaling",
     "fit_dirichlet",
@@ -149,6 +161,9 @@ __all__ = [
     "BetaCalibrator",
     "TemperatureCalibrator",
     "OneVsRestCalibrator",
+    "VennAbersCalibrator",
+    "CrossVennAbersCalibrator",
+    "CenteredIsotonicCalibrator",
     "VectorScalingCalibrator",
     "MatrixScalingCalibrator",
     "DirichletCalibrator",

@@ -388,7 +388,9 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
 @_v.validated(
     fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
 )
-def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicCalibrator:
+def fit_isotonic(
+    y_true: Any, y_score: Any, *, weights: Any = None, prior: Any = None
+) -> IsotonicCalibrator:
     r"""Fit isotonic calibration (PAV) of the labels on the scores, ties pooled.
 
     Parameters
@@ -403,6 +405,15 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicC
         repeating the row and a weight of 0 removes it (its score is no threshold,
         as scikit-learn's ``IsotonicRegression`` drops such rows). Finite, ``>= 0``,
         not all 0.
+    prior : float or (float, float), optional
+        Beta pseudo-counts ``(a, b)`` (a float ``c`` means ``(c, c)``; ``1`` is
+        Laplace's rule of succession), finite and ``> 0``: every level set of the fit
+        (the scores sharing one fitted value, total weight ``W``, mean ``v``) gets
+        ``(W v + a) / (W + a + b)``, the posterior mean of a Beta(a, b) prior, and PAV
+        runs again on these with weights ``W + a + b`` (the shrinkage can break the
+        order). The values then lie strictly inside (0, 1): the log-loss is finite
+        where the plain fit's 0 or 1 meets the other label. None (default): the plain
+        least-squares fit.
 
     Returns
     -------
@@ -425,6 +436,11 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicC
     merges scores closer than the dtype's resolution (1e-6 in float32); bayescal
     pools only exact ties. Isotonic calibration is nonparametric and needs more data
     than Platt scaling (Niculescu-Mizil & Caruana 2005).
+    With ``prior``, the block frequencies are smoothed as Zadrozny & Elkan (2001)
+    smooth leaf frequencies (their m-estimate ``(k + b m) / (n + m)`` is ``a = b m``,
+    ``b = (1 - b) m`` here); weights count as observations. For an isotonic-based
+    probability that is never 0 or 1 with a validity guarantee instead, see
+    :func:`fit_venn_abers`.
 
     References
     ----------
@@ -432,6 +448,8 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicC
     multiclass probability estimates. *KDD*, 694-699.
     Niculescu-Mizil, A. and Caruana, R. (2005). Predicting good probabilities with
     supervised learning. *ICML*.
+    Zadrozny, B. and Elkan, C. (2001). Obtaining calibrated probability estimates from
+    decision trees and naive Bayesian classifiers. *ICML*, 609-616.
 
     Examples
     --------
@@ -441,6 +459,9 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicC
     [0.0, 0.5, 0.5, 1.0, 1.0]
     >>> [round(v, 3) for v in cal([0.0, 0.2, 0.8, 1.0]).tolist()]
     [0.0, 0.25, 1.0, 1.0]
+    >>> smooth = fit_isotonic([0, 1, 0, 1, 1], [0.1, 0.3, 0.5, 0.7, 0.9], prior=1)
+    >>> [round(v, 3) for v in smooth.values.tolist()]
+    [0.333, 0.5, 0.5, 0.75, 0.75]
     """
     # On a mesh: the whole data on every device, in ONE collective (sorting.gather_all)
     y_true, y_score, weights = gather_all((y_true, y_score, weights), "An isotonic fit (PAV)")
@@ -450,7 +471,50 @@ def fit_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> IsotonicC
     w = _v.mask_weights(check_weights(weights, s.shape[0], s.dtype), s.shape, s.dtype)
     s = _zero_weight_to_a_tie(s, weights, w)
     fit = isotonic_fit(s, y, w)  # sort, pool ties, PAV; padded to N knots
-    return IsotonicCalibrator(fit.thresholds, fit.values.astype(s.dtype))
+    if prior is None:
+        return IsotonicCalibrator(fit.thresholds, fit.values.astype(s.dtype))
+    a, b = _check_prior(prior)
+    values = _shrunk_levels(fit.values, fit.weight, fit.num_thresholds, a, b)
+    return IsotonicCalibrator(fit.thresholds, values.astype(s.dtype))
+
+
+def _check_prior(prior: Any) -> tuple[float, float]:
+    pair = (prior, prior) if isinstance(prior, int | float | np.number) else prior
+    try:
+        a, b = (float(v) for v in pair)
+    except (TypeError, ValueError):
+        a = b = float("nan")
+    if isinstance(prior, bool) or not (np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0):
+        raise ValueError(
+            f"prior must be None, a positive number c (pseudo-counts (c, c)) or a pair "
+            f"(a, b) of finite positive pseudo-counts of positives and negatives; got "
+            f"{prior!r}. prior=1 is Laplace's rule of succession."
+        )
+    return a, b
+
+
+@jax.jit
+def _shrunk_levels(values, weight, num, a, b):
+    """Beta(a, b) posterior mean of every level set of an isotonic fit, then PAV."""
+    n = values.shape[-1]
+    idx = jnp.arange(n)
+    valid = idx < num
+    prev = jnp.concatenate([values[:1], values[:-1]])
+    block = jnp.cumsum(valid & ((idx == 0) | (values != prev))) - 1  # padding: last
+    wt = jnp.where(valid, weight, 0).astype(values.dtype)
+    total = jax.ops.segment_sum(wt, block, num_segments=n)
+    pos = jax.ops.segment_sum(wt * values, block, num_segments=n)
+    nb = block[num - 1] + 1
+    has = idx < nb
+    mean = (pos + a) / (total + a + b)
+    mean = jnp.where(has, mean, mean[nb - 1])
+    # PAV over the level sets (in order; the padding tied to the last one, weight 0)
+    level = isotonic_fit(
+        jnp.minimum(idx, nb - 1).astype(values.dtype),
+        mean,
+        jnp.where(has, total + a + b, 0).astype(values.dtype),
+    ).fitted
+    return level[block]
 
 
 def _zero_weight_to_a_tie(s: jax.Array, weights: Any, w: jax.Array | None) -> jax.Array:
