@@ -1195,7 +1195,7 @@ def _logistic(
             return None
         if not np.all(np.isfinite(step)):
             return None
-        if float(g @ step) <= 1e-15 * max(value, n):  # the Newton decrement: converged
+        if float(g @ step) <= 1e-26 * max(value, n):  # Newton decrement: float64 precision
             break
         size = 1.0
         while size > 1e-10:
