@@ -1326,10 +1326,18 @@ def _ovr_inputs(y_true, probs):
 
 # --------------------------------------------------------------------------- top-label
 class TopLabelPrediction(NamedTuple):
-    """What a :class:`TopLabelCalibrator` returns."""
+    """What a :class:`TopLabelCalibrator` returns.
 
-    label: jax.Array  # [N] int32: the predicted class (argmax, first of ties)
-    confidence: jax.Array  # [N]: calibrated P(y = label | label, max p)
+    Attributes
+    ----------
+    label : Array of int32, shape [N]
+        The predicted class (argmax, the first of ties).
+    confidence : Array, shape [N]
+        The calibrated probability that the predicted class is right.
+    """
+
+    label: jax.Array
+    confidence: jax.Array
 
 
 @pytree_dataclass(data=("calibrators",))

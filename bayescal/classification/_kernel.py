@@ -241,6 +241,10 @@ def kernel_calibration_error(
         its expectation is 0 exactly when the model is calibrated (the kernel is
         characteristic).
 
+    See Also
+    --------
+    kernel_calibration_test : The calibration test on this estimate.
+
     Notes
     -----
     With the matrix-valued kernel :math:`k(p, p') = \exp(-\lVert p - p'\rVert_2 / \nu)
@@ -255,10 +259,6 @@ def kernel_calibration_error(
     binary ``y_prob`` is the two-class case :math:`(1 - p, p)`, so the value equals
     that of ``y_prob=[1 - p, p]`` with the same labels. ``jax.jit`` and ``jax.vmap``
     work; there invalid values give NaN.
-
-    See Also
-    --------
-    kernel_calibration_test : The calibration test on this estimate.
 
     References
     ----------
@@ -323,6 +323,11 @@ def kernel_calibration_test(
     KernelCalibrationTest
         ``(statistic, p_value, bandwidth)``, scalars in ``y_prob``'s dtype.
 
+    See Also
+    --------
+    kernel_calibration_error : The estimates.
+    spiegelhalter_z, hosmer_lemeshow, calibration_slope_intercept : Binary tests.
+
     Notes
     -----
     ``"linear"``: with :math:`m = \lfloor N/2\rfloor` terms
@@ -339,11 +344,6 @@ def kernel_calibration_test(
     :math:`\widehat{\mathrm{SKCE}}_{uq}`. Cost O(B N^2): fine up to N of a few
     thousand. The sizes of both tests at the 5% level are checked by simulation in the
     tests. ``jax.jit`` and ``jax.vmap`` work (``key`` must then be a key).
-
-    See Also
-    --------
-    kernel_calibration_error : The estimates.
-    spiegelhalter_z, hosmer_lemeshow, calibration_slope_intercept : Binary tests.
 
     References
     ----------

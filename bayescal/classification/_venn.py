@@ -230,6 +230,16 @@ class VennAbersCalibrator:
         """Merged probability ``p1 / (1 - p0 + p1)``, strictly inside (0, 1).
 
         The minimiser of the worst-case log-loss over the pair (Vovk & Petej 2014).
+
+        Parameters
+        ----------
+        y_score : array_like
+            Scores of the test cases, any shape.
+
+        Returns
+        -------
+        Array
+            The merged probabilities, the shape of ``y_score``.
         """
         cal = self._bucketed()
         return _apply_venn_abers(
@@ -238,7 +248,18 @@ class VennAbersCalibrator:
 
     @_host.first(_host.venn_abers_interval)
     def interval(self, y_score: Any) -> jax.Array:
-        """``[p0, p1]`` stacked on a last axis of size 2 (the probability interval)."""
+        """``[p0, p1]`` stacked on a last axis of size 2 (the probability interval).
+
+        Parameters
+        ----------
+        y_score : array_like
+            Scores of the test cases, any shape.
+
+        Returns
+        -------
+        Array
+            Shape ``y_score.shape + (2,)``: ``p0`` then ``p1``.
+        """
         cal = self._bucketed()
         return _apply_venn_abers(
             cal.thresholds, cal.p0_table, cal.p1_table, y_score, output="interval"
@@ -396,7 +417,17 @@ class CrossVennAbersCalibrator:
         return int(self.thresholds.shape[-2])
 
     def fold(self, k: int) -> VennAbersCalibrator:
-        """The IVAP of fold ``k`` (its calibration rows only)."""
+        """The IVAP of fold ``k`` (its calibration rows only).
+
+        Parameters
+        ----------
+        k : int
+            The fold, ``0 <= k < K``.
+
+        Returns
+        -------
+        VennAbersCalibrator
+        """
         return VennAbersCalibrator(self.thresholds[k], self.p0_table[k], self.p1_table[k])
 
     @_host.first(_host.cross_venn_abers_apply)
@@ -416,6 +447,15 @@ class CrossVennAbersCalibrator:
 
         ``GM`` is the geometric mean over the ``K`` folds: the log-loss minimax merger
         of Vovk, Petej & Fedorova (2015); strictly inside (0, 1).
+
+        Parameters
+        ----------
+        y_score : array_like, shape [M, K]
+            Column ``k``: the test scores from fold ``k``'s model.
+
+        Returns
+        -------
+        Array, shape [M]
         """
         cal = self._bucketed()
         return _apply_cross_venn_abers(
@@ -429,6 +469,15 @@ class CrossVennAbersCalibrator:
         The envelope of the folds' intervals; it contains :meth:`probability` (the
         merger is increasing in every ``p0``, ``p1`` and equals ``c`` when all equal
         ``c``).
+
+        Parameters
+        ----------
+        y_score : array_like, shape [M, K]
+            Column ``k``: the test scores from fold ``k``'s model.
+
+        Returns
+        -------
+        Array, shape [M, 2]
         """
         cal = self._bucketed()
         return _apply_cross_venn_abers(
