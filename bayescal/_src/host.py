@@ -1195,17 +1195,24 @@ def _logistic(
             return None
         if not np.all(np.isfinite(step)):
             return None
-        if float(g @ step) <= 1e-26 * max(value, n):  # Newton decrement: float64 precision
+        decrement = float(g @ step)
+        if decrement <= 1e-26 * max(value, n):  # converged to float64 precision
             break
+        if decrement <= 1e-8 * max(value, n):
+            # Near the optimum: full Newton steps (quadratic convergence). A line search
+            # on the loss would stop at sqrt(eps) relative: its changes round away.
+            beta, c = beta - step[0], c - step[1]
+            value = loss(beta, c)
+            continue
         size = 1.0
         while size > 1e-10:
             nb, nc = beta - size * step[0], c - size * step[1]
             new = loss(nb, nc)
-            if new <= value:
+            if new < value:
                 break
             size /= 2
         else:
-            break  # no decrease: at the optimum to float64 precision
+            break  # no step decreases the loss: the optimum to float64 precision
         beta, c, value = nb, nc, new
     else:
         return None
