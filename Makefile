@@ -174,9 +174,17 @@ test-py312: $(VENV312)/.installed
 	$(VENV312)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier py3.12: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
 	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
+# The minimum tier also leaves out what needs JAX >= 0.5: Pallas' Triton primitives
+# (test_pallas.py, and bench_gpu's interpret run; on jax 0.4.38 the histogram kernels
+# fall back to XLA's, which the rest of the tier runs) and the CUDA lowering from a
+# CPU-only process (jax 0.4.38 kept the host branch in some CUDA programs).
+MIN_SKIP := --ignore=tests/test_pallas.py \
+	--deselect=tests/test_bench_gpu.py::test_interpret_run_writes_the_table \
+	--deselect=tests/test_device_quantiles.py::test_public_functions_lowered_for_cuda_have_no_host_callback
+
 test-min: $(VENVMIN)/.installed
 	$(VENVMIN)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier minimum: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
-	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
+	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS) $(MIN_SKIP)
 
 # Everything CI runs.
 ci: test test-x64 test-slow test-py312 test-min

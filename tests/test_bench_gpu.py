@@ -10,10 +10,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
-from bayescal._src import pallas_histogram
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_gpu.py"
 
@@ -30,7 +26,6 @@ def _run(*args, timeout=240):
     )
 
 
-@pytest.mark.skipif(not pallas_histogram.available(), reason="Pallas' Triton load missing")
 def test_interpret_run_writes_the_table(tmp_path):
     out = tmp_path / "bench.md"
     proc = _run(

@@ -302,9 +302,9 @@ def test_integer_weights_equal_repeating_rows(name, seed):
     # property (frequency weights): weight k == the row repeated k times (0: removed)
     y, p = _data(200, 40 + seed, dtype=_dtype())
     w = np.random.default_rng(seed).integers(0, 4, 200)
-    w[:2] = [1, 2]  # both classes keep a positive weight in any case
-    if y[w > 0].min() == y[w > 0].max():
-        pytest.skip("one class left")
+    w[:2] = [1, 2]  # rows 0 and 1 keep a positive weight, one of each class:
+    y[:2] = [0.0, 1.0]  # both classes stay
+    assert y[w > 0].min() != y[w > 0].max()
     fn = WEIGHTED[name]
     weighted = fn(y, p, w.astype(float))
     repeated = fn(np.repeat(y, w), np.repeat(p, w), None)

@@ -21,9 +21,13 @@ from bayescal._src import binning as b
 from bayescal._src import pallas_histogram as ph
 from bayescal._src.binned import uniform_edges
 
-pytestmark = pytest.mark.skipif(
-    not ph.available(), reason="jax.experimental.pallas.triton.load is missing (JAX < 0.5)"
-)
+# Pallas' Triton primitives need JAX >= 0.5: the min tier (jax 0.4.38) leaves this
+# file out (Makefile); everywhere else they must import.
+
+
+def test_pallas_triton_is_available():
+    assert ph.available()
+
 
 # (N, K): every size and every K of the issue at least once, each pair one program.
 CASES = ((1, 1), (7, 2), (1000, 15), (4097, 100))
