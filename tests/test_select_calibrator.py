@@ -120,7 +120,7 @@ def test_calibrated_model_none_wins_or_is_within_one_se():
 
 @pytest.mark.parametrize("power", [0.4, 3.0])  # under- and overconfident
 def test_miscalibrated_model_a_calibrator_wins(power):
-    y, p = _data(300, seed=8, power=power)
+    y, p = _data(1000, seed=8, power=power)  # n: a margin of many SEs whatever the folds
     res = clf.select_calibrator(y, p, key=1)
     assert res.winner != "none"
     i = res.names.index(res.winner)
