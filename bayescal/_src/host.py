@@ -1155,70 +1155,95 @@ def fit_platt(
     if f is None or not _normal(f):
         return None
     w = np.ones(y.size) if w is None else w.astype(np.float64)
-    theta = _logistic(f.astype(np.float64), y.astype(np.float64), w, soft_labels)
-    if theta is None:
-        return None
-    a, b = (np.asarray(-v, s.dtype) for v in theta)
+    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+        return None  # one class: the kernel path raises its message
+    theta, converged = logistic_rows(
+        [f.astype(np.float64)], y.astype(np.float64), w[None], np.array([0.0, np.nan]),
+        np.full(2, -np.inf), soft_labels=soft_labels,
+    )
+    if not converged[0]:
+        return None  # separable, or out of steps: the kernel warns
+    a, b = (np.asarray(-v, s.dtype) for v in theta[0])
     return PlattCalibrator(_device(a), _device(b), input, eps)
 
 
-def _logistic(
-    f: np.ndarray, y: np.ndarray, w: np.ndarray, soft_labels: bool
-) -> tuple[float, float] | None:
-    """``(beta, c)`` minimising the weighted logistic loss of ``t`` on ``beta f + c``
-    (Platt's soft targets or the labels), or None where the kernel would not converge
-    (separable data: a loss of ~0) or the classes are not both present."""
-    n_pos = float(np.dot(w, y))
-    n = float(w.sum())
-    n_neg = n - n_pos
-    if not (n_pos > 0 and n_neg > 0):
-        return None
-    t = y
-    if soft_labels:
-        t = np.where(y > 0.5, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+def logistic_rows(
+    features: list[np.ndarray], y: np.ndarray, w_rows: np.ndarray, x0: np.ndarray,
+    lower: np.ndarray, *, soft_labels: bool, max_steps: int = 100,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
+    per weight row, by projected Newton steps with backtracking (float64).
 
-    def loss(beta: float, c: float) -> float:
-        eta = beta * f + c
-        return float(np.dot(w, np.logaddexp(0, eta) - t * eta))
+    The objective, the start and the bounds are ``_logistic_fit``'s of
+    ``classification._calibrators`` (the soft targets of Platt, lower bounds held by
+    projection, Bertsekas' projected Newton); a NaN intercept in ``x0`` starts from
+    Platt's log odds. The host twin of ``fit_platt`` and the folds of
+    ``select_calibrator`` fit with it. Returns ``theta [R, F + 1]`` and, per row,
+    whether it converged: False when the steps ran out, or when the loss went to ~0
+    (below 1e-6 per unit of weight: hard labels that the features separate, whose
+    maximum-likelihood coefficients are infinite), as the kernel reports.
+    """
+    # no matrix products: numpy's BLAS may start threads for them, which costs far
+    # more than these small sums on a busy machine (einsum runs its own loops)
+    design = np.stack([*features, np.ones_like(features[0])])  # [P, n]
+    positive = y > 0.5
+    out = np.empty((w_rows.shape[0], design.shape[0]))
+    converged = np.zeros(w_rows.shape[0], bool)
+    # the fit on all the data (the last row) first: it starts the folds' fits, close
+    # to their optima (the optimum is unique: the start changes only the steps)
+    for r in range(w_rows.shape[0] - 1, -1, -1):
+        w = w_rows[r]
+        keep = w > 0
+        x, wk, pos = design[:, keep], w[keep], positive[keep]
+        n_pos = wk[pos].sum()
+        n_neg = wk.sum() - n_pos
+        target = pos.astype(np.float64)
+        if soft_labels:
+            target = np.where(pos, 1 - 1 / (n_pos + 2), 1 / (n_neg + 2))
+        theta = np.array(x0, np.float64) if r == w_rows.shape[0] - 1 else out[-1].copy()
+        if np.isnan(theta[-1]):  # Platt's start: the log odds of the (smoothed) labels
+            theta[-1] = np.log((n_pos + 1) / (n_neg + 1))
+        theta = np.maximum(theta, lower)
 
-    beta, c = 0.0, math.log((n_pos + 1) / (n_neg + 1))
-    value = loss(beta, c)
-    for _ in range(100):
-        prob = 0.5 + 0.5 * np.tanh(0.5 * (beta * f + c))
-        r = w * (prob - t)
-        g = np.array([np.dot(r, f), r.sum()])
-        v = w * prob * (1 - prob)
-        h = np.array([[np.dot(v, f * f), np.dot(v, f)], [np.dot(v, f), v.sum()]])
-        try:
-            step = np.linalg.solve(h, g)
-        except np.linalg.LinAlgError:
-            return None
-        if not np.all(np.isfinite(step)):
-            return None
-        decrement = float(g @ step)
-        if decrement <= 1e-26 * max(value, n):  # converged to float64 precision
-            break
-        if decrement <= 1e-8 * max(value, n):
-            # Near the optimum: full Newton steps (quadratic convergence). A line search
-            # on the loss would stop at sqrt(eps) relative: its changes round away.
-            beta, c = beta - step[0], c - step[1]
-            value = loss(beta, c)
-            continue
-        size = 1.0
-        while size > 1e-10:
-            nb, nc = beta - size * step[0], c - size * step[1]
-            new = loss(nb, nc)
-            if new < value:
+        def evaluate(t, x=x, wk=wk, target=target):
+            eta = np.einsum("p,pn->n", t, x)
+            e = np.exp(-np.abs(eta))
+            softplus = np.maximum(eta, 0) + np.log1p(e)
+            q = np.where(eta >= 0, 1, e) / (1 + e)  # sigmoid(eta)
+            return float(np.sum(wk * (softplus - target * eta))), q
+
+        value, q = evaluate(theta)
+        done = False
+        for _ in range(max_steps):
+            grad = np.einsum("pn,n->p", x, wk * (q - target))
+            hess = np.einsum("pn,qn,n->pq", x, x, wk * q * (1 - q))
+            free = ~((theta <= lower) & (grad > 0))
+            step = np.zeros_like(theta)
+            h = hess[np.ix_(free, free)]
+            step[free] = -np.linalg.lstsq(h, grad[free], rcond=None)[0]
+            decrease = -grad @ step
+            if not decrease > 0:
+                done = True
                 break
-            size /= 2
-        else:
-            break  # no step decreases the loss: the optimum to float64 precision
-        beta, c, value = nb, nc, new
-    else:
-        return None
-    if not value >= 1e-6 * n:
-        return None  # separable: the kernel warns
-    return beta, c
+            if decrease <= 1e-12 * value:  # quadratic convergence: one last full step
+                theta = np.maximum(theta + step, lower)
+                value, q = evaluate(theta)
+                done = True
+                break
+            rate, noise = 1.0, 64 * np.finfo(np.float64).eps * value
+            while rate > 1e-18:
+                trial = np.maximum(theta + rate * step, lower)
+                v, q_trial = evaluate(trial)
+                if v <= value + 1e-4 * grad @ (trial - theta) + noise:
+                    break
+                rate *= 0.5
+            else:
+                done = True  # no step decreases the loss: its optimum in float64
+                break
+            theta, value, q = trial, v, q_trial
+        out[r] = theta
+        converged[r] = done and value >= 1e-6 * wk.sum()
+    return out, converged
 
 
 def platt_apply(calibrator: Any, y_score: Any) -> jax.Array | None:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlog1py, xlogy
 
+from bayescal._src import host as _host
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
@@ -52,77 +53,10 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def _host_logistic(
-    features: list[np.ndarray], y: np.ndarray, w_rows: np.ndarray, x0: np.ndarray,
-    lower: np.ndarray, *, soft_labels: bool, max_steps: int = 100,
-) -> np.ndarray:
-    """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
-    per weight row, by projected Newton steps with backtracking (float64).
-
-    The objective, the start and the bounds are ``_logistic_fit``'s (the soft targets
-    of Platt, lower bounds held by projection, Bertsekas' projected Newton). Returns
-    ``theta [R, F + 1]``.
-    """
-    # no matrix products: numpy's BLAS may start threads for them, which costs far
-    # more than these small sums on a busy machine (einsum runs its own loops)
-    design = np.stack([*features, np.ones_like(features[0])])  # [P, n]
-    positive = y > 0.5
-    out = np.empty((w_rows.shape[0], design.shape[0]))
-    # the fit on all the data (the last row) first: it starts the folds' fits, close
-    # to their optima (the optimum is unique: the start changes only the steps)
-    for r in range(w_rows.shape[0] - 1, -1, -1):
-        w = w_rows[r]
-        keep = w > 0
-        x, wk, pos = design[:, keep], w[keep], positive[keep]
-        n_pos = wk[pos].sum()
-        n_neg = wk.sum() - n_pos
-        target = pos.astype(np.float64)
-        if soft_labels:
-            target = np.where(pos, 1 - 1 / (n_pos + 2), 1 / (n_neg + 2))
-        theta = np.array(x0, np.float64) if r == w_rows.shape[0] - 1 else out[-1].copy()
-        if np.isnan(theta[-1]):  # Platt's start: the log odds of the (smoothed) labels
-            theta[-1] = np.log((n_pos + 1) / (n_neg + 1))
-        theta = np.maximum(theta, lower)
-
-        def evaluate(t, x=x, wk=wk, target=target):
-            eta = np.einsum("p,pn->n", t, x)
-            e = np.exp(-np.abs(eta))
-            softplus = np.maximum(eta, 0) + np.log1p(e)
-            q = np.where(eta >= 0, 1, e) / (1 + e)  # sigmoid(eta)
-            return float(np.sum(wk * (softplus - target * eta))), q
-
-        value, q = evaluate(theta)
-        for _ in range(max_steps):
-            grad = np.einsum("pn,n->p", x, wk * (q - target))
-            hess = np.einsum("pn,qn,n->pq", x, x, wk * q * (1 - q))
-            free = ~((theta <= lower) & (grad > 0))
-            step = np.zeros_like(theta)
-            h = hess[np.ix_(free, free)]
-            step[free] = -np.linalg.lstsq(h, grad[free], rcond=None)[0]
-            decrease = -grad @ step
-            if not decrease > 0:
-                break
-            if decrease <= 1e-12 * value:  # quadratic convergence: one last full step
-                theta = np.maximum(theta + step, lower)
-                break
-            rate, noise = 1.0, 64 * np.finfo(np.float64).eps * value
-            while rate > 1e-18:
-                trial = np.maximum(theta + rate * step, lower)
-                v, q_trial = evaluate(trial)
-                if v <= value + 1e-4 * grad @ (trial - theta) + noise:
-                    break
-                rate *= 0.5
-            else:
-                break
-            theta, value, q = trial, v, q_trial
-        out[r] = theta
-    return out
-
-
 def _host_platt(data, w_rows):
     y, p = data
     f = np.log(p.astype(np.float64)) - np.log1p(-p.astype(np.float64))
-    theta = _host_logistic(
+    theta, _ = _host.logistic_rows(
         [f], y, w_rows, np.array([0.0, np.nan]), np.full(2, -np.inf), soft_labels=True
     )
     a, b = -theta[:, 0], -theta[:, 1]  # A = -beta, B = -c
@@ -137,7 +71,7 @@ def _host_platt(data, w_rows):
 def _host_beta(data, w_rows):
     y, p = data
     feats = [np.log(p.astype(np.float64)), -np.log1p(-p.astype(np.float64))]
-    theta = _host_logistic(
+    theta, _ = _host.logistic_rows(
         feats, y, w_rows, np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, -np.inf]),
         soft_labels=False,
     )
