@@ -106,6 +106,23 @@ def _matrix_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
     ]
 
 
+def _venn_table_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
+    """Venn-ABERS' ``p0_table`` and ``p1_table``: nondecreasing probabilities, one per
+    threshold."""
+    return [
+        (field, check, what)
+        for field in ("p0_table", "p1_table")
+        for check, what in (
+            (lambda d, f=field: _in_unit(d[f]), "probabilities in [0, 1]"),
+            (lambda d, f=field: _nondecreasing(d[f]), "nondecreasing"),
+            (
+                lambda d, f=field: d[f].shape == d["thresholds"].shape,
+                "the shape of thresholds",
+            ),
+        )
+    ]
+
+
 def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
     """(field, predicate over all fields, what must hold) per class."""
     table: dict[str, list[tuple[str, Callable[[dict[str, Any]], bool], str]]] = {
@@ -139,18 +156,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
         "VennAbersCalibrator": [
             _vector("thresholds", 2),
             ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
-            *(
-                (field, check, what)
-                for field in ("p0_table", "p1_table")
-                for check, what in (
-                    (lambda d, f=field: _in_unit(d[f]), "probabilities in [0, 1]"),
-                    (lambda d, f=field: _nondecreasing(d[f]), "nondecreasing"),
-                    (
-                        lambda d, f=field: d[f].shape == d["thresholds"].shape,
-                        "the shape of thresholds",
-                    ),
-                )
-            ),
+            *_venn_table_rules(),
         ],
         "CrossVennAbersCalibrator": [
             (
@@ -161,18 +167,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
                 "2-D [K, N + 1] with K >= 2 folds and N >= 1",
             ),
             ("thresholds", lambda d: _nondecreasing(d["thresholds"]), "nondecreasing"),
-            *(
-                (field, check, what)
-                for field in ("p0_table", "p1_table")
-                for check, what in (
-                    (lambda d, f=field: _in_unit(d[f]), "probabilities in [0, 1]"),
-                    (lambda d, f=field: _nondecreasing(d[f]), "nondecreasing"),
-                    (
-                        lambda d, f=field: d[f].shape == d["thresholds"].shape,
-                        "the shape of thresholds",
-                    ),
-                )
-            ),
+            *_venn_table_rules(),
         ],
         "HistogramBinningCalibrator": [
             _vector("edges", 2),
