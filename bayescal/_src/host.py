@@ -229,6 +229,21 @@ def _result(value: Any, dtype: Any) -> jax.Array:
 
 
 # --------------------------------------------------------------------------- classification
+_BAD = object()  # an input the host path leaves to the kernel
+
+
+def _observation_weights(weights: Any, like: np.ndarray) -> Any:
+    """``weights`` as the kernels take them (``like``'s shape and dtype; finite,
+    ``>= 0``, not all 0), None for none, or :data:`_BAD`."""
+    if weights is None:
+        return None
+    w = _floats(weights)
+    if w is None or w.shape != like.shape:
+        return _BAD
+    w = w.astype(like.dtype)
+    return w if _normal(w, 0) and w.max() > 0 else _BAD
+
+
 def _binary(
     y_true: Any, x: Any, weights: Any, probabilities: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
@@ -238,14 +253,9 @@ def _binary(
         return None
     if not (_normal(p, 0, 1) if probabilities else _normal(p)):
         return None
-    w = None
-    if weights is not None:
-        w = _floats(weights)
-        if w is None or w.shape != p.shape:
-            return None
-        w = w.astype(p.dtype)  # the kernels' weights
-        if not (_normal(w, 0) and w.max() > 0):
-            return None
+    w = _observation_weights(weights, p)
+    if w is _BAD:
+        return None
     return y.astype(p.dtype), p, w
 
 
@@ -887,14 +897,9 @@ def crps_normal(
     if data is None:
         return None
     y, s, z = data
-    w = None
-    if weights is not None:
-        w = _floats(weights)
-        if w is None or w.shape != y.shape:
-            return None
-        w = w.astype(y.dtype)
-        if not (_normal(w, 0) and w.max() > 0):
-            return None
+    w = _observation_weights(weights, y)
+    if w is _BAD:
+        return None
     z64 = z.astype(np.float64)
     pdf = np.exp(-0.5 * z64 * z64) / math.sqrt(2 * math.pi)
     crps = s * (z64 * (2 * _ndtr(z64) - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
@@ -1043,15 +1048,12 @@ def fit_sigma_scaling(
     if not np.abs(z).max() < 1e18:  # z * z overflows float32 in the kernel
         return None
     z2 = z.astype(np.float64) ** 2
-    if weights is None:
+    w = _observation_weights(weights, y)
+    if w is _BAD:
+        return None
+    if w is None:
         total, wsum = np.add.reduce(z2), float(z.size)
     else:
-        w = _floats(weights)
-        if w is None or w.shape != y.shape:
-            return None
-        w = w.astype(y.dtype)
-        if not (_normal(w, 0) and w.max() > 0):
-            return None
         total, wsum = np.add.reduce(w * z2), np.add.reduce(w, dtype=np.float64)
     if not total > 0:
         return None  # every residual 0: the kernel raises its message
