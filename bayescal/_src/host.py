@@ -848,10 +848,17 @@ def fit_centered_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> 
 _ERFC = np.frompyfunc(math.erfc, 1, 1)  # scipy.special's import costs ~0.2 s; this ~0
 
 
-def _ndtr(z: np.ndarray) -> np.ndarray:
+def ndtr(z: Any) -> np.ndarray:
     """The standard normal CDF in float64, ``erfc(-z / sqrt 2) / 2`` (accurate tails)."""
     z = np.asarray(z, np.float64)
     return 0.5 * _ERFC(-z * math.sqrt(0.5)).astype(np.float64)
+
+
+def crps_standard_normal(t: np.ndarray) -> np.ndarray:
+    """CRPS of N(0, 1) at ``t``, in float64 (Gneiting & Raftery 2007, closed form)."""
+    t = np.asarray(t, np.float64)
+    pdf = np.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+    return t * (2 * ndtr(t) - 1) + 2 * pdf - 1 / math.sqrt(math.pi)
 
 
 def _flushed(a: np.ndarray) -> np.ndarray:
@@ -884,7 +891,7 @@ def pit_normal(y_true: Any, loc: Any, scale: Any) -> jax.Array | None:
     if data is None:
         return None
     _, _, z = data
-    return _device(_flushed(_ndtr(z).astype(z.dtype)))
+    return _device(_flushed(ndtr(z).astype(z.dtype)))
 
 
 def crps_normal(
@@ -900,9 +907,7 @@ def crps_normal(
     w = _observation_weights(weights, y)
     if w is _BAD:
         return None
-    z64 = z.astype(np.float64)
-    pdf = np.exp(-0.5 * z64 * z64) / math.sqrt(2 * math.pi)
-    crps = s * (z64 * (2 * _ndtr(z64) - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
+    crps = s * crps_standard_normal(z)
     if reduction == "none":
         return _device(_flushed(crps.astype(y.dtype)))
     return _reduce(crps, w, reduction, y.dtype)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
 from bayescal._src.resampling import check_key
@@ -25,11 +25,6 @@ SCORES = ("crps", "interval")
 #: of GRID equal cells; for a Normal predictive the mean CRPS on this grid is within
 #: ~2e-6 relative of the closed form).
 GRID = 1024
-_ERFC = np.frompyfunc(math.erfc, 1, 1)  # no scipy.special: its import costs ~0.3 s
-
-
-def _normal_cdf(z: np.ndarray) -> np.ndarray:
-    return (0.5 * _ERFC(-np.asarray(z, np.float64) / math.sqrt(2))).astype(np.float64)
 
 
 # --------------------------------------------------------------------------- host fits
@@ -55,7 +50,7 @@ def _host_sigma(data, w_rows):
 
 def _host_isotonic(data, w_rows):
     z, _, dtype = data
-    u = _normal_cdf(z)  # PIT values of the Normal predictives
+    u = _host.ndtr(z)  # PIT values of the Normal predictives
     knots = []
     for w in w_rows:  # fit_isotonic_recalibrator: the (weighted) ECDF of the PIT values
         keep = w > 0
@@ -83,12 +78,6 @@ DEFAULT = ("none", "isotonic", "sigma")
 
 
 # --------------------------------------------------------------------------- scores
-def _crps_standard_normal(t: np.ndarray) -> np.ndarray:
-    """CRPS of N(0, 1) at ``t`` (Gneiting & Raftery 2007, closed form)."""
-    pdf = np.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
-    return t * (2 * _normal_cdf(t) - 1) + 2 * pdf - 1 / math.sqrt(math.pi)
-
-
 def _crps_grid(t: np.ndarray, zq: np.ndarray) -> np.ndarray:
     """``2 mean_j QS_{tau_j}(zq_j, t)``: the quantile-score integral of the CRPS on the
     midpoint levels ``tau_j`` of ``GRID`` cells, for sorted quantiles ``zq``, in
@@ -120,7 +109,7 @@ def _host_loss(score: str, alpha: float):
         if kind == "normal":
             f = params[:, None]
             if score == "crps":
-                return sigma * f * _crps_standard_normal(z / f)
+                return sigma * f * _host.crps_standard_normal(z / f)
             return sigma * _interval_standard(z, -half * f, half * f, alpha)
         rows = []
         for raw, cal in params:
