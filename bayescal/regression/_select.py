@@ -10,6 +10,7 @@ import numpy as np
 from bayescal._src import host as _host
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
+from bayescal._src.folds import stratified_folds
 from bayescal._src.resampling import check_key
 from bayescal.regression._recalibration import (
     IsotonicLevelCalibrator,
@@ -325,8 +326,6 @@ def _host_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[np.ndarray, ...]:
 
 
 def _fold_ids(folds: Any, key: Any, w: np.ndarray) -> np.ndarray:
-    from bayescal.classification._cross import _stratified_folds
-
     n = w.shape[0]
     if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
         num = _v.check_positive_int(folds, "folds", minimum=2)
@@ -341,7 +340,7 @@ def _fold_ids(folds: Any, key: Any, w: np.ndarray) -> np.ndarray:
                 f"(two per fold); got {int(np.sum(w > 0))}. Lower folds or add data."
             )
         # one class: every observation shuffled and dealt round-robin
-        return _stratified_folds(np.zeros(n, np.int64), num, check_key(_v._seed_key(key)))
+        return stratified_folds(np.zeros(n, np.int64), num, check_key(_v._seed_key(key)))
     if isinstance(folds, bool) or np.ndim(folds) == 0:
         raise TypeError(f"folds must be an int >= 2 or fold ids; got {folds!r}.")
     fold = np.asarray(folds)
