@@ -18,6 +18,7 @@ import numpy as np
 
 __all__ = [
     "GATHER_MAX_SIZE",
+    "column_quantiles",
     "all_platform_branches",
     "by_platform",
     "gather_all",
@@ -190,3 +191,15 @@ def sort_last_axis(x: jax.Array) -> jax.Array:
     if several_devices():
         return jnp.sort(x, axis=-1)
     return by_platform(x, cpu=_cpu_sort, default=lambda v: jnp.sort(v, axis=-1))
+
+
+def column_quantiles(draws: jax.Array, probs: jax.Array) -> jax.Array:
+    """Per-column quantiles of ``draws [S, N]`` at ``probs [L]`` (numpy 'linear')."""
+    xs = sort_last_axis(draws.T)  # [N, S]
+    s = xs.shape[-1]
+    pos = probs * (s - 1)
+    lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, s - 1)
+    hi = jnp.clip(lo + 1, 0, s - 1)
+    frac = (pos - lo).astype(draws.dtype)
+    q = xs[:, lo] * (1 - frac) + xs[:, hi] * frac  # [N, L]
+    return q.T

@@ -22,7 +22,7 @@ from bayescal._src.interp import interp
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
-from bayescal._src.sorting import sort_last_axis
+from bayescal._src.sorting import column_quantiles, sort_last_axis
 from bayescal._src.ties import argsort_last_axis
 
 __all__ = [
@@ -430,18 +430,6 @@ def _fit_sigma_scaling(y_true, loc, scale, weights, n, *, family, df):
     return SigmaScalingCalibrator(factor.astype(y.dtype), family, df)
 
 
-def _empirical_quantiles(draws: jax.Array, probs: jax.Array) -> jax.Array:
-    """Per-column quantiles of ``draws [S, N]`` at ``probs [L]`` (numpy 'linear')."""
-    xs = sort_last_axis(draws.T)  # [N, S]
-    s = xs.shape[-1]
-    pos = probs * (s - 1)
-    lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, s - 1)
-    hi = jnp.clip(lo + 1, 0, s - 1)
-    frac = (pos - lo).astype(draws.dtype)
-    q = xs[:, lo] * (1 - frac) + xs[:, hi] * frac  # [N, L]
-    return q.T
-
-
 def _structure(recalibrator, loc, scale, draws) -> None:
     """Which predictive was passed, and whether the recalibrator can use it."""
     if draws is not None and (loc is not None or scale is not None):
@@ -585,7 +573,7 @@ def _recalibrated_kernel(z, loc, scale, draws, factor, *, level_dtype, interval)
     the predictive's)."""
     m, s, d = _prep_predictive(loc, scale, draws)
     if d is not None:
-        q = _empirical_quantiles(d, z.astype(d.dtype))
+        q = column_quantiles(d, z.astype(d.dtype))
     else:
         dtype = jnp.result_type(level_dtype, m.dtype, s.dtype)
         if factor is not None:
