@@ -19,14 +19,18 @@ from bayescal import regression as reg
 from bayescal._src import host
 from bayescal.classification import (
     brier_score,
+    calibration_slope_intercept,
     expected_calibration_error,
     fit_centered_isotonic,
     fit_cross_venn_abers,
     fit_isotonic,
     fit_platt,
+    fit_scaling_binning,
     fit_venn_abers,
+    hosmer_lemeshow,
     log_loss,
     reliability_curve,
+    spiegelhalter_z,
 )
 from tests.conftest import X64, float_tol
 from tests.test_classification_errors import CASES as CLASSIFICATION_CASES
@@ -410,7 +414,10 @@ def test_pit_normal_equals_kernel(data):
 @given(normal_data(), st.sampled_from(["mean", "sum", "none"]), st.booleans())
 def test_crps_normal_equals_kernel(data, reduction, weighted):
     y, loc, scale, w = data
-    kw = {"reduction": reduction, "weights": w if weighted and reduction != "none" else None}
+    kw = {
+        "reduction": reduction,
+        "weights": w if weighted and reduction != "none" else None,
+    }
     got, want, answered = both(lambda: reg.crps_normal(y, loc, scale, **kw))
     assert answered == [True]
     assert_same(got, want)
@@ -507,6 +514,96 @@ def test_fit_platt_and_its_map_equal_kernel(n, soft, weighted):
         got_apply, want_apply, answered = both(lambda c=cal: c(new))
         assert answered == [True]
         assert_same(got_apply, want_apply)
+
+
+def assert_same_test(got, want):
+    """A test's statistic to float tolerance and its p-value to what that allows: a
+    chi-square tail's log changes by at most about half the statistic's change (the
+    hazard of gammaincc(a, x) in x is below 1 where the p-value is small), so tail
+    p-values are compared on the log scale with that margin."""
+    (out, err), (ref, ref_err) = got, want
+    assert err == ref_err
+    if err is not None:
+        return
+    assert type(out) is type(ref)
+    for name in out._fields:
+        a, b = getattr(out, name), getattr(ref, name)
+        assert (a.dtype, a.shape, a.devices()) == (b.dtype, b.shape, b.devices())
+        if name != "p_value":
+            np.testing.assert_allclose(a, b, rtol=10 * float_tol(), atol=ATOL)
+    stat_gap = abs(float(out.statistic) - float(ref.statistic))
+    margin = 0.75 * stat_gap + 10 * float_tol()
+    tiny = np.finfo(out.p_value.dtype).tiny  # below it both paths write 0 (flushed)
+    log_p = [np.log(max(float(v), tiny)) for v in (out.p_value, ref.p_value)]
+    assert abs(log_p[0] - log_p[1]) <= margin
+
+
+@pytest.mark.parametrize("n", [40, 600, 5000])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("eps", [None, 0.05])
+def test_calibration_slope_intercept_equals_kernel(n, weighted, eps):
+    # Cox's fit is fit_platt's hard-label Newton problem: the host's float64 Newton and
+    # the kernel's solver reach the same optimum (a convex loss)
+    rng = np.random.default_rng(n + weighted)
+    p = rng.uniform(0.01, 0.99, size=n).astype(DT)
+    y = (rng.uniform(size=n) < p**1.3).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    got, want, answered = both(
+        lambda: calibration_slope_intercept(y, p, weights=w, eps=eps)
+    )
+    assert answered == [True]
+    assert_same_test(got, want)
+
+
+@given(binary_data(), st.sampled_from([3, 5, 10]), st.sampled_from([None, 4]))
+def test_hosmer_lemeshow_equals_kernel(data, bins, dof):
+    y, p, _ = data
+    got, want, answered = both(lambda: hosmer_lemeshow(y, p, bins, dof=dof))
+    assert answered in ([True], [False])
+    assert answered == [True] or want[1] is not None or np.size(p) == 0
+    assert_same_test(got, want)
+
+
+@given(binary_data(), st.booleans())
+def test_spiegelhalter_z_equals_kernel(data, weighted):
+    y, p, w = data
+    got, want, answered = both(
+        lambda: spiegelhalter_z(y, p, weights=w if weighted else None)
+    )
+    err = got[1]
+    if answered == [False]:  # only bad input or a zero variance: every p (of positive
+        # weight) in {0, 1/2, 1}, where the kernel's z is NaN or infinite
+        p64 = np.asarray(p, np.float64)
+        if weighted:
+            p64 = p64[np.asarray(w, np.float64) > 0]
+        assert err is not None or np.all((p64 == 0) | (p64 == 0.5) | (p64 == 1))
+        return
+    assert_same_test(got, want)
+
+
+@pytest.mark.parametrize("n", [40, 600, 5000])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize(
+    "kwargs", [{}, {"split": None}, {"bins": 4, "soft_labels": True, "eps": 0.01}]
+)
+def test_fit_scaling_binning_and_its_map_equal_kernel(n, weighted, kwargs):
+    # the Platt step is fit_platt's (same optimum, float tolerance); the equal-mass
+    # groups are counted on integer weights, so the bins hold the same observations
+    rng = np.random.default_rng(n + 2 * weighted)
+    p = rng.uniform(0.01, 0.99, size=n).astype(DT)
+    y = (rng.uniform(size=n) < p**1.3).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    got, want, answered = both(lambda: fit_scaling_binning(y, p, weights=w, **kwargs))
+    assert answered == [True]
+    (out, _), (ref, _) = got, want
+    for name in ("a", "b", "edges", "values"):
+        a, b = getattr(out, name), getattr(ref, name)
+        assert (a.dtype, a.shape) == (b.dtype, b.shape)
+        np.testing.assert_allclose(a, b, rtol=1e-5 if not X64 else 1e-9, atol=2e-7)
+    new = rng.uniform(size=(3, 17)).astype(DT)
+    got_apply, want_apply, answered = both(lambda: ref(new))
+    assert answered == [True]
+    assert_same(got_apply, want_apply, exact=True)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -614,6 +711,18 @@ BAD = (
         (fit_platt, ([0, 1], [0.0, 0.6]), {}),
         (fit_platt, ([0, 1], [0.2, 0.6]), {"input": "logit"}),
         (PLATT, ([0.2, 1.5],), {}),
+        (calibration_slope_intercept, ([0, 1], [0.0, 0.6]), {}),
+        (calibration_slope_intercept, ([0, 0], [0.2, 0.6]), {}),
+        (calibration_slope_intercept, ([0, 1], [0.2, 0.6]), {"eps": 0.7}),
+        (hosmer_lemeshow, ([0, 1, 1], [0.2, 0.6, 0.7]), {"bins": 2}),
+        (hosmer_lemeshow, ([0, 1, 1], [0.2, 0.6, 0.7]), {"dof": 0}),
+        (hosmer_lemeshow, ([0, 1, 1], [0.2, 0.6, 1.7]), {}),
+        (spiegelhalter_z, ([0, 1, 2], [0.2, 0.6, 0.7]), {}),
+        (spiegelhalter_z, ([0, 1], [0.2, 0.6]), {"weights": [-1.0, 1.0]}),
+        (fit_scaling_binning, ([0, 1, 0, 1], [0.2, 0.6, 0.3, 0.7]), {"bins": 3}),
+        (fit_scaling_binning, ([0, 0, 1, 1], [0.2, 0.6, 0.3, 0.7]), {"bins": 1}),
+        (fit_scaling_binning, ([0, 1, 0, 1], [0.0, 0.6, 0.3, 0.7]), {"bins": 1}),
+        (fit_scaling_binning, ([0, 1, 0, 1], [0.2, 0.6, 0.3, 0.7]), {"split": 1.5}),
     ]
 )
 

@@ -607,7 +607,9 @@ def _knots(*arrays: Any, dtype: Any = None) -> list[np.ndarray] | None:
         return None
     out = [np.asarray(a) for a in arrays]
     own = out[0].dtype
-    if own not in (_F32, _F64) or any(a.dtype != own or a.shape != out[0].shape for a in out):
+    if own not in (_F32, _F64) or any(
+        a.dtype != own or a.shape != out[0].shape for a in out
+    ):
         return None
     if dtype is not None:
         out = [a.astype(dtype) for a in out]
@@ -747,7 +749,9 @@ def cross_venn_abers_apply(calibrator: Any, y_score: Any, output: str = "pair") 
     last = t.shape[-1] - 1  # XLA clamps the index past the end to the last slot
 
     def lookup(table: np.ndarray, side: str) -> np.ndarray:
-        idx = [np.minimum(np.searchsorted(t[j], s[:, j], side=side), last) for j in range(k)]
+        idx = [
+            np.minimum(np.searchsorted(t[j], s[:, j], side=side), last) for j in range(k)
+        ]
         return np.stack([table[j][i] for j, i in enumerate(idx)], axis=-1)
 
     p0, p1 = lookup(p0_table, "right"), lookup(p1_table, "left")
@@ -913,7 +917,9 @@ def crps_normal(
     return _reduce(crps, w, reduction, y.dtype)
 
 
-def sharpness(scale: Any = None, *, draws: Any = None, root: Any = False) -> jax.Array | None:
+def sharpness(
+    scale: Any = None, *, draws: Any = None, root: Any = False
+) -> jax.Array | None:
     """:func:`bayescal.regression.sharpness` of scales on the host."""
     if draws is not None or scale is None or not isinstance(root, bool):
         return None
@@ -1165,8 +1171,12 @@ def fit_platt(
     if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
         return None  # one class: the kernel path raises its message
     theta, converged = logistic_rows(
-        [f.astype(np.float64)], y.astype(np.float64), w[None], np.array([0.0, np.nan]),
-        np.full(2, -np.inf), soft_labels=soft_labels,
+        [f.astype(np.float64)],
+        y.astype(np.float64),
+        w[None],
+        np.array([0.0, np.nan]),
+        np.full(2, -np.inf),
+        soft_labels=soft_labels,
     )
     if not converged[0]:
         return None  # separable, or out of steps: the kernel warns
@@ -1175,8 +1185,14 @@ def fit_platt(
 
 
 def logistic_rows(
-    features: list[np.ndarray], y: np.ndarray, w_rows: np.ndarray, x0: np.ndarray,
-    lower: np.ndarray, *, soft_labels: bool, max_steps: int = 100,
+    features: list[np.ndarray],
+    y: np.ndarray,
+    w_rows: np.ndarray,
+    x0: np.ndarray,
+    lower: np.ndarray,
+    *,
+    soft_labels: bool,
+    max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
     per weight row, by projected Newton steps with backtracking (float64).
@@ -1273,3 +1289,214 @@ def platt_apply(calibrator: Any, y_score: Any) -> jax.Array | None:
     eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
     out = (0.5 - 0.5 * np.tanh(0.5 * eta)).astype(s.dtype)
     return _device(_flushed(out))
+
+
+# --------------------------------------------------------------------------- tests
+def calibration_slope_intercept(
+    y_true: Any, y_prob: Any, *, weights: Any = None, eps: Any = None
+) -> Any:
+    """:func:`bayescal.classification.calibration_slope_intercept` on the host: Cox's
+    logistic fit by :func:`logistic_rows` (hard labels, float64), the same optimum as
+    the kernel's Newton solver (the loss is convex)."""
+    if eps is not None and (type(eps) is not float or not 0 < eps < 0.5):
+        return None
+    from bayescal.classification._tests import CalibrationSlope
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    f = _logit(p, eps)
+    if f is None or not _normal(f):
+        return None  # probabilities of 0 or 1: the kernel path raises its message
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+        return None
+    f64, y64 = f.astype(np.float64), y.astype(np.float64)
+    theta, converged = logistic_rows(
+        [f64],
+        y64,
+        w[None],
+        np.array([0.0, np.nan]),
+        np.full(2, -np.inf),
+        soft_labels=False,
+    )
+    if not converged[0]:
+        return None  # separated classes: the kernel path warns
+    slope, intercept = theta[0]
+
+    def nll(eta: np.ndarray) -> np.ndarray:  # softplus(-+eta), per observation
+        return np.logaddexp(0.0, np.where(y64 > 0.5, -eta, eta))
+
+    stat = max(2 * float(np.sum(w * (nll(f64) - nll(slope * f64 + intercept)))), 0.0)
+    dt = p.dtype
+    # the kernel rounds the statistic to the dtype before exp(-stat / 2)
+    stat_dt = dt.type(stat)
+    return CalibrationSlope(
+        _result(slope, dt),
+        _result(intercept, dt),
+        _result(stat_dt, dt),
+        _device(_flushed(np.asarray(np.exp(-np.float64(stat_dt) / 2), dt))),
+    )
+
+
+def hosmer_lemeshow(
+    y_true: Any, y_prob: Any, bins: Any = 10, *, dof: Any = None, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.hosmer_lemeshow` on the host (unweighted)."""
+    if weights is not None or type(bins) is not int or not 3 <= bins <= _MAX_BINS:
+        return None
+    if dof is None:
+        dof = bins - 2
+    elif type(dof) is not int or dof < 1:
+        return None
+    from scipy.special import gammaincc
+
+    from bayescal.classification._tests import HosmerLemeshowTest
+
+    data = _binned(y_true, y_prob, None, bins, "quantile")
+    if data is None:
+        return None
+    y, p, _, _, idx = data
+    n_k = np.bincount(idx, minlength=bins).astype(np.float64)
+    full = n_k > 0
+    pbar = np.bincount(idx, p.astype(np.float64), bins)[full] / n_k[full]
+    ybar = np.bincount(idx, y.astype(np.float64), bins)[full] / n_k[full]
+    dt = p.dtype
+    # the kernel's per-bin means are in the dtype: round them the same way
+    pbar, ybar = pbar.astype(dt).astype(np.float64), ybar.astype(dt).astype(np.float64)
+    denom = pbar * (1 - pbar)
+    keep = denom > 0
+    stat = dt.type(np.sum(n_k[full][keep] * (ybar[keep] - pbar[keep]) ** 2 / denom[keep]))
+    p_value = gammaincc(dof / 2, np.float64(stat) / 2)
+    return HosmerLemeshowTest(
+        _result(stat, dt),
+        _device(np.asarray(dof, np.int32)),
+        _device(_flushed(np.asarray(p_value, dt))),
+    )
+
+
+def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.spiegelhalter_z` on the host."""
+    from scipy.special import erfc
+
+    from bayescal.classification._tests import SpiegelhalterTest
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    p64 = p.astype(np.float64)
+    ww = np.ones_like(p64) if w is None else w.astype(np.float64)
+    c = 1 - 2 * p64
+    num = np.sum(ww * (y - p64) * c)
+    var = np.sum(ww * c * c * p64 * (1 - p64))
+    if not var > 0:
+        return None  # z is NaN or infinite: the kernel's value
+    dt = p.dtype
+    z = dt.type(num / np.sqrt(var))
+    p_value = _flushed(np.asarray(erfc(abs(np.float64(z)) / np.sqrt(2)), dt))
+    return SpiegelhalterTest(_result(z, dt), _device(p_value))
+
+
+# --------------------------------------------------------------------------- scaling-binning
+def _platt_values(
+    a: np.ndarray, b: np.ndarray, p: np.ndarray, eps: Any
+) -> np.ndarray | None:
+    """Platt's map ``g(p)`` on probabilities, in ``p``'s dtype (as ``platt_apply``)."""
+    f = _logit(p, eps)
+    if f is None or not _normal(f):
+        return None
+    eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
+    return _flushed((0.5 - 0.5 * np.tanh(0.5 * eta)).astype(p.dtype))
+
+
+def fit_scaling_binning(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 10,
+    split: Any = 0.5,
+    soft_labels: Any = False,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_scaling_binning` on the host: the Platt step by
+    :func:`logistic_rows` (float64), the equal-mass bins of ``_equal_mass_bins``."""
+    if type(bins) is not int or not 1 <= bins <= _MAX_BINS:
+        return None
+    if split is not None and (type(split) is not float or not 0 < split < 1):
+        return None
+    if not isinstance(soft_labels, bool):
+        return None
+    if eps is not None and (type(eps) is not float or not 0 < eps < 0.5):
+        return None
+    from bayescal.classification._scaling_binning import ScalingBinningCalibrator
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    dt = p.dtype
+    n = p.size
+    w = np.ones(n) if w is None else w.astype(np.float64)
+    m = n if split is None else int(np.floor(dt.type(split) * dt.type(n)))
+    first = np.arange(n) < m if split is not None else np.ones(n, bool)
+    w1 = np.where(first, w, 0.0)
+    w2 = w if split is None else np.where(first, 0.0, w)
+    if not (w1[y == 1].sum() > 0 and w1[y == 0].sum() > 0) or (w2 > 0).sum() < bins:
+        return None  # the kernel path raises its message
+    f = _logit(p, eps)
+    if f is None or not _normal(f):
+        return None
+    theta, converged = logistic_rows(
+        [f.astype(np.float64)],
+        y.astype(np.float64),
+        w1[None],
+        np.array([0.0, np.nan]),
+        np.full(2, -np.inf),
+        soft_labels=soft_labels,
+    )
+    if not converged[0]:
+        return None  # the kernel path warns
+    a, b = (np.asarray(-v, dt) for v in theta[0])
+    g = _platt_values(a, b, p, eps)
+    if g is None:
+        return None
+    # Kumar et al.'s equal-mass groups of the weighted sample (as _equal_mass_bins)
+    order = np.argsort(g, kind="stable")
+    gs, cw = g[order], np.cumsum(w2.astype(dt)[order], dtype=dt)
+    total = cw[-1]
+    q = np.floor(total / dt.type(bins))
+    r = total - q * dt.type(bins)
+    k = np.arange(1, bins, dtype=dt)
+    boundary = k * q + np.minimum(k, r)
+    position = np.concatenate([boundary - 1, boundary])
+    at = gs[np.minimum(np.searchsorted(cw, position, side="right"), n - 1)]
+    inner = ((at[: bins - 1] + at[bins - 1 :]) / dt.type(2)).astype(dt)
+    edges = np.concatenate([np.zeros(1, dt), inner, np.ones(1, dt)])
+    idx = np.searchsorted(inner, g, side="left")  # the number of inner edges below g
+    weight = np.bincount(idx, w2, bins)
+    sums = np.bincount(idx, w2 * g.astype(np.float64), bins)
+    midpoint = (edges[:-1].astype(np.float64) + edges[1:]) / 2
+    values = np.where(weight > 0, sums / np.where(weight > 0, weight, 1), midpoint)
+    values = np.clip(np.maximum.accumulate(values.astype(dt)), 0, 1).astype(dt)
+    return ScalingBinningCalibrator(
+        _device(a), _device(b), _device(edges), _device(values), eps
+    )
+
+
+def scaling_binning_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``ScalingBinningCalibrator.__call__`` on the host."""
+    p = _floats(y_prob)
+    a, b = _scalar(calibrator.a), _scalar(calibrator.b)
+    edges, values = _vector(calibrator.edges), _vector(calibrator.values)
+    if p is None or a is None or b is None or edges is None or values is None:
+        return None
+    if p.size == 0 or not _normal(p.reshape(-1), 0, 1):
+        return None
+    g = _platt_values(a, b, p, calibrator.eps)
+    if g is None:
+        return None
+    k = np.searchsorted(edges[1:-1].astype(p.dtype), g, side="left")
+    return _device(values.astype(p.dtype)[k])
