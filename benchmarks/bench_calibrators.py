@@ -370,8 +370,7 @@ def _centered(n):
         ok = (seg >= 0) & (seg < lv.size - 1)
         ok[ok] &= ~shared[seg[ok]] & ~shared[seg[ok] + 1]
         assert ok.mean() > 0.3, f"comparable on only {ok.mean():.0%} of the grid"
-        # float32: a block's centre is a mean of up to N scores (2.4e-5 seen at 1e5)
-        _close(np.asarray(out)[ok], ref[ok], _loose(5e-5, 1e-9))
+        _close(np.asarray(out)[ok], ref[ok], _loose(2e-5, 1e-9))
 
     return ours, peer, check
 
@@ -383,7 +382,9 @@ def _iso_prior(n):
         return clf.fit_isotonic(y, s, prior=1.0)(test)
 
     def check(out, ref):
-        _close(out, ref, _loose(2e-5, 1e-9))
+        # float32: at N = 1e5 neighbouring scores are ~1e-5 apart, so interpolating
+        # between float32 thresholds is off by up to 2.4e-5 (seen); x64 to 1e-9
+        _close(out, ref, _loose(5e-5, 1e-9))
 
     return ours, lambda _: _isotonic_prior(y, s, test, 1.0, 1.0), check
 
@@ -552,11 +553,11 @@ CASES = [
          "venn_abers", 10**5, f"p0, p1, p to 3e-5 / 1e-9 ({F32})",
          "peer: one VennAbers per fold, merged by the CVAP formula", _cross_venn),
     Case("fit_centered_isotonic + apply", "probcal 0.4 CenteredIsotonicCalibrator",
-         "probcal", 10**5, f"5e-5 / 1e-9 ({F32}) on the comparable grid",
+         "probcal", 10**5, f"2e-5 / 1e-9 ({F32}) on the comparable grid",
          "probcal does not pool adjacent equal-level blocks: compared where no end "
          "block shares its level", _centered),
     Case("fit_isotonic(prior=1) + apply", "sklearn isotonic + shrink + scipy PAV", None,
-         10**5, f"2e-5 / 1e-9 ({F32})", "", _iso_prior),
+         10**5, f"5e-5 / 1e-9 ({F32})", "", _iso_prior),
     Case("fit_scaling_binning(split=None) + apply",
          "uncertainty-calibration PlattBinnerCalibrator", "calibration", 10**5,
          "1e-4 (the peer's lbfgs stops at ~1e-5)", "", _scaling_binning),
