@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -98,3 +101,17 @@ def print_bandwidth(rows: list[dict]) -> None:
     print("|" + "-" * 42 + "|" + "-" * 11 + "|" + "-" * 10 + "|" + "-" * 10 + "|")
     for r in rows:
         print(f"| {r['kernel']:<40} | {r['ms']:>9.3f} | {r['GB/s']:>8.1f} | {r['of copy']:>8.2f} |")
+
+
+def write_atomic(path: pathlib.Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise

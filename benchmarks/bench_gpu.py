@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import pathlib
 import platform
 import subprocess
 import sys
-import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -228,20 +226,6 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def write_atomic(path: pathlib.Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", help="write the table here (markdown)")
@@ -287,6 +271,8 @@ def main(argv=None) -> int:
     text = markdown(label, copy, rows, tests, interpret)
     print("\n" + text, flush=True)
     if args.markdown is not None:
+        from _common import write_atomic
+
         write_atomic(pathlib.Path(args.markdown), text)
     return 0
 
