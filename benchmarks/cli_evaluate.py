@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 
 import numpy as np
 
