@@ -59,9 +59,7 @@ def reference(y, p, *, n_prime=2.0, c=10, estimate="frequency", w=None):
         bb[bb == 0] = np.finfo(np.float64).tiny
         g = sp.gammaln
         scores.append(
-            np.sum(
-                g(s) - g(n_b + s) + g(m_b + a) - g(a) + g(n_b - m_b + bb) - g(bb)
-            )
+            np.sum(g(s) - g(n_b + s) + g(m_b + a) - g(a) + g(n_b - m_b + bb) - g(bb))
         )
         if estimate == "frequency":
             theta = np.where(n_b > 0, m_b / np.where(n_b > 0, n_b, 1), mid)
@@ -201,7 +199,9 @@ def test_jit_equals_eager_and_vmap_equals_loop():
         eager = _fit_with_weights(y, p, w)
         jitted = jax.jit(_fit_with_weights)(y, p, w)
         assert jitted.edges.shape == eager.edges.shape
-        for a, b in zip(jax.tree_util.tree_leaves(eager), jax.tree_util.tree_leaves(jitted), strict=True):
+        for a, b in zip(
+            jax.tree_util.tree_leaves(eager), jax.tree_util.tree_leaves(jitted), strict=True
+        ):
             np.testing.assert_allclose(a, b, atol=TOL)
         np.testing.assert_allclose(jax.jit(lambda c: c(x))(eager), eager(x), atol=TOL)
     ys, ps = (jnp.stack(a) for a in zip(*sets, strict=True))

@@ -24,6 +24,7 @@ cross-validation with :func:`select_calibrator`; persistence with :func:`save_ca
 :func:`load_calibrator`.
 """
 
+from bayescal.classification._bbq import BBQCalibrator, fit_bbq
 from bayescal.classification._calibrators import (
     BetaCalibrator,
     HistogramBinningCalibrator,
@@ -41,7 +42,6 @@ from bayescal.classification._calibrators import (
     fit_temperature,
     fit_top_label,
 )
-from bayescal.classification._bbq import BBQCalibrator, fit_bbq
 from bayescal.classification._cross import CrossCalibratedClassifier, cross_calibrate
 from bayescal.classification._io import load_calibrator, save_calibrator
 from bayescal.classification._kernel import (
