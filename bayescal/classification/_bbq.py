@@ -21,6 +21,7 @@ import numpy as np
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantiles
+from bayescal._src.bucketing import bucket_size
 from bayescal._src.pytree import pytree_dataclass
 from bayescal.classification._calibrators import _scores
 from bayescal.classification._inputs import binary_inputs
@@ -241,8 +242,11 @@ def fit_bbq(
     Returns
     -------
     BBQCalibrator
-        Tables of :math:`M = B_\max(N_\text{rows})` models in ``y_prob``'s dtype, the
-        models outside :math:`[B_\min, B_\max]` with weight 0.
+        Tables of :math:`M` models in ``y_prob``'s dtype, :math:`M` the
+        :math:`B_\max` of the bucket of :math:`N` (the padded size of
+        ``bayescal._src.bucketing.bucket_size``, 256 at least), so that fits of every
+        :math:`N` in a bucket share one shape and one compiled call; the models
+        outside :math:`[B_\min, B_\max]` have weight 0.
 
     Notes
     -----
@@ -288,34 +292,13 @@ def fit_bbq(
     >>> y = (r.uniform(size=300) < p ** 2).astype(int)
     >>> cal = fit_bbq(y, p)
     >>> cal.weights.shape, round(float(cal.weights.sum()), 4)
-    ((60,), 1.0)
+    ((64,), 1.0)
     >>> bool(np.all(np.diff(np.asarray(cal(np.linspace(0, 1, 5)))) > -0.2))
     True
     """
     n_prime, c, estimate = _check_options(n_prime, c, estimate)
     options = dict(n_prime=n_prime, c=c, estimate=estimate)
-    cal = newton.bucketed_fit(_fit_bbq, (y_true, y_prob, weights), options)
-    return _trim(cal, int(np.shape(y_prob)[0]) if np.ndim(y_prob) == 1 else None, c)
-
-
-def _trim(cal: BBQCalibrator, rows: int | None, c: float) -> BBQCalibrator:
-    """The tables of a padded bucket cut to ``B_max(rows)`` models (host slices)."""
-    if rows is None or any(
-        isinstance(x, jax.core.Tracer) for x in (cal.edges, cal.values, cal.weights)
-    ):
-        return cal
-    m = model_range(rows, c)[1]
-    if cal.weights.shape[-1] == m:
-        return cal
-    edges = np.asarray(cal.edges)[..., :m, : m + 1]
-    values = np.asarray(cal.values)[..., :m, :m]
-    weights = np.asarray(cal.weights)[..., :m]
-    put = jax.device_put
-    return BBQCalibrator(put(edges), put(values), put(weights), *_meta(cal))
-
-
-def _meta(cal: BBQCalibrator) -> tuple[str, float, float]:
-    return cal.estimate, cal.n_prime, cal.c
+    return newton.bucketed_fit(_fit_bbq, (y_true, y_prob, weights), options)
 
 
 def _fit_bbq(y_true, y_prob, weights, n, *, n_prime, c, estimate):
@@ -325,7 +308,9 @@ def _fit_bbq(y_true, y_prob, weights, n, *, n_prime, c, estimate):
     w = newton.observation_weights(weights, n, size, dtype)
     if w is None:
         w = jnp.ones((size,), dtype)
-    num_models = model_range(size, c)[1]  # B_max of the rows: an upper bound
+    # B_max of the bucket of N (an upper bound of the true range): the tables' shape
+    # depends on the bucket only, eager, padded or traced, so one program applies them
+    num_models = model_range(bucket_size(size), c)[1]
     count = jnp.sum(w > 0, dtype=jnp.int32)  # the N of the model range
     b = jnp.arange(1, num_models + 1, dtype=dtype)[:, None]  # [M, 1]
     col = jnp.arange(num_models + 1)[None, :]  # [1, M + 1]
