@@ -371,6 +371,11 @@ def cases() -> dict:
             lambda d, cal: cal(d.prob),
             fitted(lambda d: C.fit_scaling_binning(d.label, d.prob)),
         ),
+        "fit_bbq": (lambda d, _: C.fit_bbq(d.label, d.prob), None),
+        "fit_bbq -> apply": (
+            lambda d, cal: cal(d.prob),
+            fitted(lambda d: C.fit_bbq(d.label, d.prob)),
+        ),
         "fit_temperature": (lambda d, _: C.fit_temperature(d.mc_label, d.mc_logits), None),
         "fit_temperature -> apply": (
             lambda d, cal: cal(d.mc_logits),

@@ -53,6 +53,12 @@ def _histogram():
 
 
 @functools.cache
+def _bbq():
+    x = np.linspace(0.0, 1.0, 300)
+    return C.fit_bbq((np.sin(40 * x) > 0.5 - x).astype(int), x)
+
+
+@functools.cache
 def _scaling_binning():
     x = np.linspace(0.01, 0.99, 300)
     y = (np.sin(40 * x) > 0.5 - x).astype(int)
@@ -194,6 +200,9 @@ CASES = {
         {"bins": 3, "split": None, "eps": 1e-6},
     ),
     "scaling_binning_call": (lambda p: _scaling_binning()(p), ("p",), {}),
+    "fit_bbq": (C.fit_bbq, ("labels", "p"), {}),
+    "fit_bbq_posterior": (C.fit_bbq, ("labels", "p"), {"estimate": "posterior"}),
+    "bbq_call": (lambda p: _bbq()(p), ("p",), {}),
     "fit_venn_abers": (C.fit_venn_abers, ("labels", "p"), {}),
     "venn_abers_call": (lambda p: _venn()(p), ("p",), {}),
     "venn_abers_probability": (lambda p: _venn().probability(p), ("p",), {}),
@@ -288,6 +297,8 @@ COVERS = {
     "classification.HistogramBinningCalibrator",
     "classification.fit_scaling_binning",
     "classification.ScalingBinningCalibrator",
+    "classification.fit_bbq",
+    "classification.BBQCalibrator",
     "classification.fit_venn_abers",
     "classification.VennAbersCalibrator",
     "classification.fit_cross_venn_abers",

@@ -37,6 +37,7 @@ def _cases():
             clf.fit_platt(Y, 4 * P - 2, input="score"), P[:2], np.array([0.3, np.inf])
         ),
         "beta": (clf.fit_beta(Y, P), P[:2], np.array([0.3, -0.5])),
+        "bbq": (clf.fit_bbq(Y, P), P[:2], np.array([0.3, 1.5])),
         "scaling_binning": (
             clf.fit_scaling_binning(Y, P, bins=3, split=None),
             P[:2],

@@ -106,6 +106,8 @@ METRICS = {
         {},
     ),
     "fit_centered_isotonic": (clf.fit_centered_isotonic, ("lab", "p"), {}),
+    "fit_bbq": (clf.fit_bbq, ("lab", "p"), {}),
+    "fit_bbq_posterior": (clf.fit_bbq, ("lab", "p"), {"estimate": "posterior"}),
     "fit_isotonic_prior": (clf.fit_isotonic, ("lab", "p"), {"prior": (1.0, 2.0)}),
     "marginal": (clf.marginal_calibration_error, ("cls", "probs"), {}),
 }
@@ -229,6 +231,7 @@ def _fits():
         "histogram": clf.fit_histogram_binning(d["lab"], d["p"], bins=5),
         "beta": clf.fit_beta(d["lab"], d["p"]),
         "scaling_binning": clf.fit_scaling_binning(d["lab"], d["p"], bins=5),
+        "bbq": clf.fit_bbq(d["lab"], d["p"]),
         "temperature": clf.fit_temperature(d["cls"], np.log(d["probs"])),
         "one_vs_rest": clf.fit_one_vs_rest(d["cls"], d["probs"], method="platt"),
         "vector_scaling": clf.fit_vector_scaling(d["cls"], np.log(d["probs"])),

@@ -259,6 +259,7 @@ FITS = {
     "fit_histogram_binning": lambda w: bc.fit_histogram_binning(_Y, _P, weights=w),
     "fit_temperature": lambda w: bc.fit_temperature(_Y, _P - 0.5, weights=w),
     "fit_scaling_binning": lambda w: bc.fit_scaling_binning(_Y, _P, bins=4, weights=w),
+    "fit_bbq": lambda w: bc.fit_bbq(_Y, _P, weights=w),
     "fit_one_vs_rest": lambda w: bc.fit_one_vs_rest(
         _Y, np.stack([1 - _P, _P], axis=1), weights=w
     ),

@@ -333,6 +333,7 @@ TABLE = [
     Entry("classification.fit_histogram_binning", clf.fit_histogram_binning, _b_binary),
     Entry("classification.fit_beta", clf.fit_beta, _b_binary),
     Entry("classification.fit_scaling_binning", clf.fit_scaling_binning, _b_binary),
+    Entry("classification.fit_bbq", clf.fit_bbq, _b_binary),
     Entry("classification.fit_venn_abers", clf.fit_venn_abers, _b_score),
     Entry("classification.fit_centered_isotonic", clf.fit_centered_isotonic, _b_score),
     Entry("classification.fit_cross_venn_abers", clf.fit_cross_venn_abers, _b_cross),
@@ -527,6 +528,7 @@ def _calibrator_cases():
             clf.fit_scaling_binning(y, p, bins=3, split=None),
             lambda c: c(p[:4]),
         ),
+        "bbq": (clf.fit_bbq(y, p), lambda c: c(p[:4])),
         "venn_abers": (clf.fit_venn_abers(y, p), lambda c: c.probability(p[:4])),
         "cross_venn_abers": (
             clf.fit_cross_venn_abers(y, p, np.arange(10) % 2),

@@ -22,6 +22,7 @@ __all__ = [
     "sorted_quantile_edges",
     "device_sorted_quantile_edges",
     "weighted_quantile_edges",
+    "weighted_quantiles",
     "freedman_diaconis_edges",
     "bin_midpoints",
     "binned_means",
@@ -242,6 +243,30 @@ def weighted_quantile_edges(x: jax.Array, weights: jax.Array, num_bins: int) -> 
     >>> weighted_quantile_edges(x, w, 2).tolist()  # np.quantile([.25, .25, .75], q)
     [0.25, 0.25, 0.75]
     """
+    q = jnp.asarray(_quantile_levels(num_bins, np.dtype(x.dtype)))
+    return weighted_quantiles(x, weights, q, method="compare_all")
+
+
+def weighted_quantiles(
+    x: jax.Array, weights: jax.Array, levels: jax.Array, *, method: str = "scan"
+) -> jax.Array:
+    """The linear quantiles of :func:`weighted_quantile_edges` at any ``levels``.
+
+    ``levels [..., L]`` in ``x``'s dtype (nondecreasing along the last axis; the
+    result is made nondecreasing along it, as :func:`weighted_quantile_edges` does);
+    ``x [N]``, ``weights [N]``. ``method``: that of ``jnp.searchsorted`` locating the
+    positions in the cumulative weights (``"scan"``: ``O(L log N)``, for many levels;
+    every method gives the same bits). Used for a table of edge rows at once (one
+    row per number of bins, padded with level 1), e.g. by ``fit_bbq``.
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp
+    >>> from bayescal._src.binned import weighted_quantiles
+    >>> x, w = jnp.array([0.25, 0.5, 0.75]), jnp.array([2.0, 0.0, 1.0])
+    >>> weighted_quantiles(x, w, jnp.array([[0.0, 0.5, 1.0], [0.0, 1.0, 1.0]])).tolist()
+    [[0.25, 0.25, 0.75], [0.25, 0.75, 0.75]]
+    """
     from bayescal._src.ties import argsort_last_axis
 
     dtype = x.dtype
@@ -250,7 +275,7 @@ def weighted_quantile_edges(x: jax.Array, weights: jax.Array, num_bins: int) -> 
     xs = jnp.take(x, order)
     cum = jnp.cumsum(jnp.take(w, order))
     total = cum[-1]
-    q = jnp.asarray(_quantile_levels(num_bins, np.dtype(dtype)))
+    q = jnp.asarray(levels, dtype)
     last = total - 1
     virtual = jnp.where(total > 0, q * last, 0)  # the select: no FMA (see _lerp)
     prev = jnp.floor(virtual)
@@ -261,7 +286,7 @@ def weighted_quantile_edges(x: jax.Array, weights: jax.Array, num_bins: int) -> 
     size = x.shape[-1]
 
     def at(j: jax.Array) -> jax.Array:  # the value at position j of the repeated sample
-        i = jnp.searchsorted(cum, j, side="right", method="compare_all")
+        i = jnp.searchsorted(cum, j, side="right", method=method)
         return jnp.take(xs, jnp.clip(i, 0, size - 1))
 
     return _lerp(at(prev), at(nxt), gamma)

@@ -205,6 +205,40 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
             ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
         ],
+        "BBQCalibrator": [
+            (
+                "edges",
+                lambda d: d["edges"].ndim == 2
+                and d["edges"].shape[0] >= 1
+                and d["edges"].shape[1] == d["edges"].shape[0] + 1,
+                "2-D [M, M + 1] with M >= 1 models",
+            ),
+            (
+                "edges",
+                lambda d: _in_unit(d["edges"]) and _nondecreasing(d["edges"]),
+                "in [0, 1], nondecreasing along each row",
+            ),
+            (
+                "values",
+                lambda d: d["values"].shape == (d["edges"].shape[0],) * 2,
+                "[M, M] (one row of bin values per model)",
+            ),
+            ("values", lambda d: _in_unit(d["values"]), "probabilities in [0, 1]"),
+            (
+                "weights",
+                lambda d: d["weights"].shape == (d["edges"].shape[0],)
+                and _in_unit(d["weights"])
+                and abs(float(np.sum(d["weights"])) - 1) < 1e-3,
+                "[M] model probabilities summing to 1",
+            ),
+            (
+                "estimate",
+                lambda d: d["estimate"] in ("frequency", "posterior"),
+                "'frequency' or 'posterior'",
+            ),
+            ("n_prime", lambda d: _number(d["n_prime"]) and d["n_prime"] > 0, "a number > 0"),
+            ("c", lambda d: _number(d["c"]) and d["c"] >= 1, "a number >= 1"),
+        ],
         "TemperatureCalibrator": [
             *_scalar("temperature"),
             ("temperature", lambda d: _positive(d["temperature"]), _POSITIVE),
@@ -298,7 +332,7 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
 
     Works for the calibrators of both branches (``fit_platt``, ``fit_isotonic``,
     ``fit_histogram_binning``, ``fit_beta``, ``fit_temperature``, ``fit_one_vs_rest``,
-    ``fit_scaling_binning``,
+    ``fit_scaling_binning``, ``fit_bbq``,
     ``fit_isotonic_recalibrator``, ``fit_sigma_scaling``, ...): everything
     registered as a fitted pytree.
 

@@ -14,7 +14,8 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
-:func:`fit_scaling_binning`, :func:`fit_venn_abers` and :func:`fit_cross_venn_abers`
+:func:`fit_scaling_binning`, :func:`fit_bbq` (Bayesian binning into quantiles),
+:func:`fit_venn_abers` and :func:`fit_cross_venn_abers`
 (Venn-ABERS), :func:`fit_centered_isotonic`, and for multiclass
 :func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
 :func:`fit_top_label`; cross-validated
@@ -23,6 +24,7 @@ cross-validation with :func:`select_calibrator`; persistence with :func:`save_ca
 :func:`load_calibrator`.
 """
 
+from bayescal.classification._bbq import BBQCalibrator, fit_bbq
 from bayescal.classification._calibrators import (
     BetaCalibrator,
     HistogramBinningCalibrator,
@@ -155,6 +157,7 @@ __all__ = [
     "fit_dirichlet",
     "fit_top_label",
     "fit_scaling_binning",
+    "fit_bbq",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -170,6 +173,7 @@ __all__ = [
     "TopLabelCalibrator",
     "TopLabelPrediction",
     "ScalingBinningCalibrator",
+    "BBQCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",

@@ -17,6 +17,7 @@ from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.isotonic import _host_pav
 from bayescal._src.resampling import check_key
 from bayescal._src.ties import pool_ties
+from bayescal.classification._bbq import fit_bbq
 from bayescal.classification._calibrators import (
     BetaCalibrator,
     HistogramBinningCalibrator,
@@ -176,6 +177,8 @@ CANDIDATES: dict[str, _sel.Candidate] = {
     "histogram": _sel.Candidate(
         lambda y, p, w: fit_histogram_binning(y, p, weights=w), host=_host_histogram
     ),
+    # compiled only (no host twin); its model range counts the fold's rows of weight > 0
+    "bbq": _sel.Candidate(lambda y, p, w: fit_bbq(y, p, weights=w)),
 }
 
 
@@ -319,7 +322,8 @@ def select_calibrator(
     candidates : tuple of str, default ("none", "platt", "isotonic", "beta", "histogram")
         Names in :data:`CANDIDATES`: ``"none"`` (the raw probabilities), and the
         calibrators of :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_beta`,
-        :func:`fit_histogram_binning`, with their defaults.
+        :func:`fit_histogram_binning`, with their defaults; ``"bbq"`` (:func:`fit_bbq`,
+        not a default) can be named too.
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
     folds : int or array_like of int, default 5
