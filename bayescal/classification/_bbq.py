@@ -163,7 +163,7 @@ class BBQCalibrator:
 
     @property
     def model_bins(self) -> np.ndarray:
-        """The number of bins ``B`` of each row (``1 .. M``)."""
+        """The number of bins ``B`` of each row, 1 to ``M``."""
         return np.arange(1, self.values.shape[-2] + 1)
 
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
