@@ -1143,6 +1143,38 @@ def _logit(p: np.ndarray, eps: float | None) -> np.ndarray | None:
     return np.log(p) - np.log1p(-p)
 
 
+def _eps_ok(eps: Any) -> bool:
+    """``eps`` as the kernels take it for clipping: None, or a float in (0, 0.5)."""
+    return eps is None or (type(eps) is float and 0 < eps < 0.5)
+
+
+def _logistic_one(
+    f: np.ndarray, y: np.ndarray, w: np.ndarray | None, soft_labels: bool
+) -> np.ndarray | None:
+    """``theta = (slope, intercept)`` of the logistic regression of ``y`` on ``f``
+    (float64, :func:`logistic_rows` from Platt's start), or None where the kernel path
+    decides: one class of positive weight (its message), or no convergence (its
+    warning: separable classes, or out of steps)."""
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+        return None
+    theta, converged = logistic_rows(
+        [f.astype(np.float64)],
+        y.astype(np.float64),
+        w[None],
+        np.array([0.0, np.nan]),
+        np.full(2, -np.inf),
+        soft_labels=soft_labels,
+    )
+    return theta[0] if converged[0] else None
+
+
+def _platt_map(a: np.ndarray, b: np.ndarray, f: np.ndarray, dtype: Any) -> np.ndarray:
+    """``1 / (1 + exp(a f + b))`` in ``dtype`` (float64 inside), subnormals flushed."""
+    eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
+    return _flushed((0.5 - 0.5 * np.tanh(0.5 * eta)).astype(dtype))
+
+
 def fit_platt(
     y_true: Any,
     y_score: Any,
@@ -1156,7 +1188,7 @@ def fit_platt(
     is convex) by Newton's method with step halving in float64."""
     if input not in ("prob", "score") or not isinstance(soft_labels, bool):
         return None
-    if eps is not None and (input != "prob" or type(eps) is not float or not 0 < eps < 0.5):
+    if not _eps_ok(eps) or (eps is not None and input != "prob"):
         return None
     from bayescal.classification._calibrators import PlattCalibrator
 
@@ -1167,20 +1199,10 @@ def fit_platt(
     f = _logit(s, eps) if input == "prob" else s
     if f is None or not _normal(f):
         return None
-    w = np.ones(y.size) if w is None else w.astype(np.float64)
-    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
-        return None  # one class: the kernel path raises its message
-    theta, converged = logistic_rows(
-        [f.astype(np.float64)],
-        y.astype(np.float64),
-        w[None],
-        np.array([0.0, np.nan]),
-        np.full(2, -np.inf),
-        soft_labels=soft_labels,
-    )
-    if not converged[0]:
-        return None  # separable, or out of steps: the kernel warns
-    a, b = (np.asarray(-v, s.dtype) for v in theta[0])
+    theta = _logistic_one(f, y, w, soft_labels)
+    if theta is None:
+        return None
+    a, b = (np.asarray(-v, s.dtype) for v in theta)
     return PlattCalibrator(_device(a), _device(b), input, eps)
 
 
@@ -1286,9 +1308,7 @@ def platt_apply(calibrator: Any, y_score: Any) -> jax.Array | None:
         if not _normal(flat):
             return None
         f = s
-    eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
-    out = (0.5 - 0.5 * np.tanh(0.5 * eta)).astype(s.dtype)
-    return _device(_flushed(out))
+    return _device(_platt_map(a, b, f, s.dtype))
 
 
 # --------------------------------------------------------------------------- tests
@@ -1298,7 +1318,7 @@ def calibration_slope_intercept(
     """:func:`bayescal.classification.calibration_slope_intercept` on the host: Cox's
     logistic fit by :func:`logistic_rows` (hard labels, float64), the same optimum as
     the kernel's Newton solver (the loss is convex)."""
-    if eps is not None and (type(eps) is not float or not 0 < eps < 0.5):
+    if not _eps_ok(eps):
         return None
     from bayescal.classification._tests import CalibrationSlope
 
@@ -1309,21 +1329,12 @@ def calibration_slope_intercept(
     f = _logit(p, eps)
     if f is None or not _normal(f):
         return None  # probabilities of 0 or 1: the kernel path raises its message
-    w = np.ones(y.size) if w is None else w.astype(np.float64)
-    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+    theta = _logistic_one(f, y, w, False)
+    if theta is None:
         return None
+    slope, intercept = theta
     f64, y64 = f.astype(np.float64), y.astype(np.float64)
-    theta, converged = logistic_rows(
-        [f64],
-        y64,
-        w[None],
-        np.array([0.0, np.nan]),
-        np.full(2, -np.inf),
-        soft_labels=False,
-    )
-    if not converged[0]:
-        return None  # separated classes: the kernel path warns
-    slope, intercept = theta[0]
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
 
     def nll(eta: np.ndarray) -> np.ndarray:  # softplus(-+eta), per observation
         return np.logaddexp(0.0, np.where(y64 > 0.5, -eta, eta))
@@ -1400,17 +1411,6 @@ def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> Any:
 
 
 # --------------------------------------------------------------------------- scaling-binning
-def _platt_values(
-    a: np.ndarray, b: np.ndarray, p: np.ndarray, eps: Any
-) -> np.ndarray | None:
-    """Platt's map ``g(p)`` on probabilities, in ``p``'s dtype (as ``platt_apply``)."""
-    f = _logit(p, eps)
-    if f is None or not _normal(f):
-        return None
-    eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
-    return _flushed((0.5 - 0.5 * np.tanh(0.5 * eta)).astype(p.dtype))
-
-
 def fit_scaling_binning(
     y_true: Any,
     y_prob: Any,
@@ -1429,7 +1429,7 @@ def fit_scaling_binning(
         return None
     if not isinstance(soft_labels, bool):
         return None
-    if eps is not None and (type(eps) is not float or not 0 < eps < 0.5):
+    if not _eps_ok(eps):
         return None
     from bayescal.classification._scaling_binning import ScalingBinningCalibrator
 
@@ -1444,25 +1444,16 @@ def fit_scaling_binning(
     first = np.arange(n) < m if split is not None else np.ones(n, bool)
     w1 = np.where(first, w, 0.0)
     w2 = w if split is None else np.where(first, 0.0, w)
-    if not (w1[y == 1].sum() > 0 and w1[y == 0].sum() > 0) or (w2 > 0).sum() < bins:
+    if (w2 > 0).sum() < bins:
         return None  # the kernel path raises its message
     f = _logit(p, eps)
     if f is None or not _normal(f):
         return None
-    theta, converged = logistic_rows(
-        [f.astype(np.float64)],
-        y.astype(np.float64),
-        w1[None],
-        np.array([0.0, np.nan]),
-        np.full(2, -np.inf),
-        soft_labels=soft_labels,
-    )
-    if not converged[0]:
-        return None  # the kernel path warns
-    a, b = (np.asarray(-v, dt) for v in theta[0])
-    g = _platt_values(a, b, p, eps)
-    if g is None:
+    theta = _logistic_one(f, y, w1, soft_labels)
+    if theta is None:
         return None
+    a, b = (np.asarray(-v, dt) for v in theta)
+    g = _platt_map(a, b, f, dt)
     # Kumar et al.'s equal-mass groups of the weighted sample (as _equal_mass_bins)
     order = np.argsort(g, kind="stable")
     gs, cw = g[order], np.cumsum(w2.astype(dt)[order], dtype=dt)
@@ -1495,8 +1486,9 @@ def scaling_binning_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
         return None
     if p.size == 0 or not _normal(p.reshape(-1), 0, 1):
         return None
-    g = _platt_values(a, b, p, calibrator.eps)
-    if g is None:
+    f = _logit(p, calibrator.eps)
+    if f is None or not _normal(f):
         return None
+    g = _platt_map(a, b, f, p.dtype)
     k = np.searchsorted(edges[1:-1].astype(p.dtype), g, side="left")
     return _device(values.astype(p.dtype)[k])
