@@ -1,5 +1,6 @@
 """Shared test configuration."""
 
+import gc
 import os
 
 import jax
@@ -40,6 +41,43 @@ if _CACHE:
     os.environ["BAYESCAL_CACHE_DIR"] = os.path.abspath(_CACHE)
 else:
     os.environ["BAYESCAL_NO_CACHE"] = "1"
+
+
+# Every compiled XLA:CPU program keeps ~3 memory mappings (its code and data) for as long
+# as JAX caches it, and Linux caps a process at vm.max_map_count mappings (65530 by
+# default). A pytest-xdist worker runs dozens of modules and compiles thousands of
+# programs (test_fuzz.py alone leaves ~25,000 mappings under x64): past the cap, LLVM's
+# next mmap fails and the worker dies with "Segmentation fault" inside
+# backend_compile_and_load (or inside the cache's serialize), which is how CI's cold
+# runs crashed. So compiled programs are dropped after every module, and within a module
+# whenever the count passes _MAX_MAPS (the next call recompiles what it needs).
+_MAX_MAPS = 30_000
+
+
+def _memory_mappings():
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return f.read().count(b"\n")
+    except OSError:  # not Linux
+        return 0
+
+
+def _release_compiled_programs():
+    jax.clear_caches()
+    gc.collect()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_programs_per_module():
+    yield
+    _release_compiled_programs()
+
+
+@pytest.fixture(autouse=True)
+def _compiled_programs_under_the_cap():
+    yield
+    if _memory_mappings() > _MAX_MAPS:
+        _release_compiled_programs()
 
 
 # Every XLA compilation in this process, while `_COMPILES` is a list (jax.monitoring has
