@@ -12,7 +12,7 @@ Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
-:func:`fit_scaling_binning`; cross-validated
+:func:`fit_scaling_binning`, :func:`fit_spline`; cross-validated
 fitting with :func:`cross_calibrate`; persistence with :func:`save_calibrator` /
 :func:`load_calibrator`.
 """
@@ -59,6 +59,7 @@ from bayescal.classification._smooth import (
     smooth_reliability_band,
     smooth_reliability_curve,
 )
+from bayescal.classification._spline import SplineCalibrator, fit_spline
 from bayescal.classification._tests import (
     CalibrationSlope,
     HosmerLemeshowTest,
@@ -114,6 +115,7 @@ __all__ = [
     "fit_temperature",
     "fit_one_vs_rest",
     "fit_scaling_binning",
+    "fit_spline",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -121,6 +123,7 @@ __all__ = [
     "TemperatureCalibrator",
     "OneVsRestCalibrator",
     "ScalingBinningCalibrator",
+    "SplineCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",
