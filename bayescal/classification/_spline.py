@@ -9,7 +9,6 @@ solver under ``vmap``), bucketed by ``newton.bucketed_fit``.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any
 
 import jax
