@@ -112,6 +112,7 @@ BINARY = {
     "fit_platt": lambda y: clf.fit_platt(y, P),
     "fit_histogram_binning": lambda y: clf.fit_histogram_binning(y, P),
     "fit_scaling_binning": lambda y: clf.fit_scaling_binning(y, P, bins=3),
+    "fit_spline": lambda y: clf.fit_spline(y, P, knots=4, folds=2),
 }
 MULTICLASS = {
     "top_label_calibration_error": lambda y: clf.top_label_calibration_error(y, PROBS),

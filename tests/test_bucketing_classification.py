@@ -173,6 +173,11 @@ CASES = {
         {"bins": 3, "split": None, "eps": 1e-6},
     ),
     "scaling_binning_call": (lambda p: _scaling_binning()(p), ("p",), {}),
+    "fit_spline": (
+        C.fit_spline,
+        ("labels", "p"),
+        {"knots": 4, "folds": 2, "penalties": (0.1, 10.0), "eps": 1e-6},
+    ),
     "fit_one_vs_rest_isotonic": (C.fit_one_vs_rest, ("cls", "probs3"), {}),
     "fit_one_vs_rest_histogram": (
         C.fit_one_vs_rest,
@@ -219,6 +224,7 @@ COVERS = {
     "classification.HistogramBinningCalibrator",
     "classification.fit_scaling_binning",
     "classification.ScalingBinningCalibrator",
+    "classification.fit_spline",
     "classification.fit_one_vs_rest",
     "classification.OneVsRestCalibrator",
     "classification.fit_temperature",

@@ -209,6 +209,7 @@ def _fits():
         "histogram": clf.fit_histogram_binning(d["lab"], d["p"], bins=5),
         "beta": clf.fit_beta(d["lab"], d["p"]),
         "scaling_binning": clf.fit_scaling_binning(d["lab"], d["p"], bins=5),
+        "spline": clf.fit_spline(d["lab"], d["p"], knots=5, penalties=(0.1,)),
         "temperature": clf.fit_temperature(d["cls"], np.log(d["probs"])),
         "one_vs_rest": clf.fit_one_vs_rest(d["cls"], d["probs"], method="platt"),
         "isotonic_recalibrator": reg.fit_isotonic_recalibrator(d["pit"]),

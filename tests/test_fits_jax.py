@@ -52,6 +52,7 @@ FITS = {
     "beta": (clf.fit_beta, ("lab", "p"), {}),
     "scaling_binning": (clf.fit_scaling_binning, ("lab", "p"), {"bins": 5}),
     "scaling_binning_all": (clf.fit_scaling_binning, ("lab", "p"), {"split": None}),
+    "spline": (clf.fit_spline, ("lab", "p"), {"knots": 5, "penalties": (0.01, 1.0)}),
     "temperature": (clf.fit_temperature, ("cls", "logits3"), {}),
     "temperature_binary": (clf.fit_temperature, ("lab", "score"), {}),
     "one_vs_rest_platt": (clf.fit_one_vs_rest, ("cls", "probs3"), {"method": "platt"}),

@@ -327,6 +327,7 @@ TABLE = [
     Entry("classification.fit_histogram_binning", clf.fit_histogram_binning, _b_binary),
     Entry("classification.fit_beta", clf.fit_beta, _b_binary),
     Entry("classification.fit_scaling_binning", clf.fit_scaling_binning, _b_binary),
+    Entry("classification.fit_spline", clf.fit_spline, _b_binary),
     Entry(
         "classification.top_label_calibration_error",
         clf.top_label_calibration_error,
@@ -514,6 +515,7 @@ def _calibrator_cases():
             clf.fit_scaling_binning(y, p, bins=3, split=None),
             lambda c: c(p[:4]),
         ),
+        "spline": (clf.fit_spline(y, p, knots=4, folds=2), lambda c: c(p[:4])),
         "temperature": (clf.fit_temperature(labels, np.log(probs)), lambda c: c(np.log(probs[:4]))),
         "one_vs_rest": (clf.fit_one_vs_rest(labels, probs, method="platt"), lambda c: c(probs[:4])),
         "recalibrator": (reg.fit_isotonic_recalibrator(p), lambda c: c(p[:4])),
