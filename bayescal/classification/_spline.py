@@ -265,7 +265,7 @@ def _fit_spline(y_true, y_prob, weights, n, *, num_knots, penalties, num_folds, 
         False,
         what=(
             f"({num_folds}) must not exceed the number of observations of either class "
-            "(each fold holds some of both); use fewer folds or more data"
+            "in y_true (each fold holds some of both); use fewer folds or more data"
         ),
     )
     lam = jnp.asarray(penalties, dtype)
