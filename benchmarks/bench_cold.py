@@ -376,6 +376,11 @@ def cases() -> dict:
             lambda d, cal: cal(d.prob),
             fitted(lambda d: C.fit_bbq(d.label, d.prob)),
         ),
+        "fit_spline": (lambda d, _: C.fit_spline(d.label, d.prob), None),
+        "fit_spline -> apply": (
+            lambda d, cal: cal(d.prob),
+            fitted(lambda d: C.fit_spline(d.label, d.prob)),
+        ),
         "fit_temperature": (lambda d, _: C.fit_temperature(d.mc_label, d.mc_logits), None),
         "fit_temperature -> apply": (
             lambda d, cal: cal(d.mc_logits),

@@ -113,6 +113,7 @@ BINARY = {
     "fit_histogram_binning": lambda y: clf.fit_histogram_binning(y, P),
     "fit_scaling_binning": lambda y: clf.fit_scaling_binning(y, P, bins=3),
     "fit_bbq": lambda y: clf.fit_bbq(y, P),
+    "fit_spline": lambda y: clf.fit_spline(y, P, knots=4, folds=2),
 }
 MULTICLASS = {
     "top_label_calibration_error": lambda y: clf.top_label_calibration_error(y, PROBS),

@@ -226,6 +226,11 @@ CASES = {
     "fit_centered_isotonic": (C.fit_centered_isotonic, ("labels", "p"), {}),
     "centered_isotonic_call": (lambda p: _centered()(p), ("p",), {}),
     "fit_isotonic_prior": (C.fit_isotonic, ("labels", "p"), {"prior": (1.0, 2.0)}),
+    "fit_spline": (
+        C.fit_spline,
+        ("labels", "p"),
+        {"knots": 4, "folds": 2, "penalties": (0.1, 10.0), "eps": 1e-6},
+    ),
     "fit_one_vs_rest_isotonic": (C.fit_one_vs_rest, ("cls", "probs3"), {}),
     "fit_one_vs_rest_histogram": (
         C.fit_one_vs_rest,
@@ -305,6 +310,7 @@ COVERS = {
     "classification.CrossVennAbersCalibrator",
     "classification.fit_centered_isotonic",
     "classification.CenteredIsotonicCalibrator",
+    "classification.fit_spline",
     "classification.fit_one_vs_rest",
     "classification.OneVsRestCalibrator",
     "classification.fit_temperature",

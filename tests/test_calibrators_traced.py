@@ -43,6 +43,11 @@ def _cases():
             P[:2],
             np.array([0.3, 1.5]),
         ),
+        "spline": (
+            clf.fit_spline(Y, P, knots=4, folds=2, penalties=(0.1, 1.0)),
+            P[:2],
+            np.array([0.3, 1.5]),
+        ),
         "temperature": (
             clf.fit_temperature(LABELS, np.log(PROBS)),
             good_logits,

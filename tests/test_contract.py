@@ -232,6 +232,7 @@ def _fits():
         "beta": clf.fit_beta(d["lab"], d["p"]),
         "scaling_binning": clf.fit_scaling_binning(d["lab"], d["p"], bins=5),
         "bbq": clf.fit_bbq(d["lab"], d["p"]),
+        "spline": clf.fit_spline(d["lab"], d["p"], knots=5, penalties=(0.1,)),
         "temperature": clf.fit_temperature(d["cls"], np.log(d["probs"])),
         "one_vs_rest": clf.fit_one_vs_rest(d["cls"], d["probs"], method="platt"),
         "vector_scaling": clf.fit_vector_scaling(d["cls"], np.log(d["probs"])),

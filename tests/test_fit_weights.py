@@ -65,6 +65,11 @@ CLASSIFICATION = {
         lambda y, p, **kw: bc.fit_scaling_binning(y, p, bins=4, split=None, **kw),
         lambda cal: _map_on(cal, GRID[1:-1]),  # logit(0), logit(1) are infinite
     ),
+    # one penalty: the cross-validation folds count rows, the fit itself is weighted
+    "spline": (
+        lambda y, p, **kw: bc.fit_spline(y, p, knots=4, penalties=(0.1,), **kw),
+        lambda cal: _map_on(cal, GRID[1:-1]),
+    ),
     "temperature": (
         lambda y, p, **kw: bc.fit_temperature(y, jnp.log(p / (1 - p)), **kw),
         lambda cal: np.asarray(cal.temperature),
@@ -260,6 +265,7 @@ FITS = {
     "fit_temperature": lambda w: bc.fit_temperature(_Y, _P - 0.5, weights=w),
     "fit_scaling_binning": lambda w: bc.fit_scaling_binning(_Y, _P, bins=4, weights=w),
     "fit_bbq": lambda w: bc.fit_bbq(_Y, _P, weights=w),
+    "fit_spline": lambda w: bc.fit_spline(_Y, _P, knots=4, folds=2, weights=w),
     "fit_one_vs_rest": lambda w: bc.fit_one_vs_rest(
         _Y, np.stack([1 - _P, _P], axis=1), weights=w
     ),

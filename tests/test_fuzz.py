@@ -337,6 +337,7 @@ TABLE = [
     Entry("classification.fit_venn_abers", clf.fit_venn_abers, _b_score),
     Entry("classification.fit_centered_isotonic", clf.fit_centered_isotonic, _b_score),
     Entry("classification.fit_cross_venn_abers", clf.fit_cross_venn_abers, _b_cross),
+    Entry("classification.fit_spline", clf.fit_spline, _b_binary),
     Entry(
         "classification.top_label_calibration_error",
         clf.top_label_calibration_error,
@@ -535,6 +536,7 @@ def _calibrator_cases():
             lambda c: c.probability(np.stack([p[:4], p[:4]], axis=1)),
         ),
         "centered_isotonic": (clf.fit_centered_isotonic(y, p), lambda c: c(p[:4])),
+        "spline": (clf.fit_spline(y, p, knots=4, folds=2), lambda c: c(p[:4])),
         "temperature": (clf.fit_temperature(labels, np.log(probs)), lambda c: c(np.log(probs[:4]))),
         "one_vs_rest": (clf.fit_one_vs_rest(labels, probs, method="platt"), lambda c: c(probs[:4])),
         "vector_scaling": (clf.fit_vector_scaling(labels, np.log(probs)),

@@ -26,6 +26,7 @@ from bayescal.classification import (
     fit_isotonic,
     fit_platt,
     fit_scaling_binning,
+    fit_spline,
     fit_venn_abers,
     hosmer_lemeshow,
     log_loss,
@@ -606,7 +607,53 @@ def test_fit_scaling_binning_and_its_map_equal_kernel(n, weighted, kwargs):
     assert_same(got_apply, want_apply, exact=True)
 
 
+@pytest.mark.parametrize("n", [60, 600, 5000])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("kwargs", [{}, {"knots": 5, "folds": 3, "eps": 0.01}])
+def test_fit_spline_and_its_map_equal_kernel(n, weighted, kwargs):
+    # Each fold x penalty objective is strictly convex: the host's float64 Newton and
+    # the kernel's solver reach the same optima. In float32 the kernel's normal
+    # equations lose ~4 digits (the cubic columns reach ~1e2), so the calibrated
+    # probabilities agree to 2e-3 (tests/test_spline.py's tolerance against numpy), and
+    # the penalty grid is spread out so that float32 rounding cannot flip the choice.
+    rng = np.random.default_rng(n + 2 * weighted)
+    p = rng.uniform(0.02, 0.98, size=n).astype(DT)
+    y = (rng.uniform(size=n) < p.astype(np.float64) ** 2).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    if not X64:
+        kwargs = {**kwargs, "penalties": (1e-4, 1e-1, 1e2)}
+    got, want, answered = both(lambda: fit_spline(y, p, weights=w, **kwargs))
+    assert answered == [True]
+    (out, _), (ref, _) = got, want
+    for name in ("knots", "coef"):
+        a, b = getattr(out, name), getattr(ref, name)
+        assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
+    # knots: quantiles of the logit, computed by numpy's log here and XLA's there (an
+    # ulp apart in float32)
+    np.testing.assert_allclose(
+        out.knots, ref.knots, **(dict(rtol=1e-12) if X64 else dict(rtol=1e-6, atol=1e-6))
+    )
+    if X64:
+        np.testing.assert_allclose(out.coef, ref.coef, rtol=1e-6, atol=1e-9)
+    new = rng.uniform(0.01, 0.99, size=(3, 17)).astype(DT)
+    tol = dict(rtol=1e-9, atol=1e-12) if X64 else dict(rtol=0, atol=2e-3)
+    np.testing.assert_allclose(out(new), ref(new), **tol)
+    # the map alone, on the same calibrator: float64 inside against the kernel's dtype
+    got_apply, want_apply, answered = both(lambda: ref(new))
+    assert answered == [True]
+    (a, _), (b, _) = got_apply, want_apply
+    assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
+    assert a.devices() == b.devices() and a._committed == b._committed
+    np.testing.assert_allclose(a, b, **(dict(rtol=1e-12, atol=1e-14) if X64 else SPLINE_MAP_TOL))
+
+
+# float32: the kernel sums basis columns of ~1e2 in float32 before the sigmoid
+SPLINE_MAP_TOL = dict(rtol=0, atol=1e-5)
+
+
 # --------------------------------------------------------------------------- bad input
+SPLINE_Y, SPLINE_P = np.arange(40) % 2, np.linspace(0.05, 0.95, 40)
+SPLINE = fit_spline(SPLINE_Y, SPLINE_P, knots=4, folds=2)
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
@@ -723,6 +770,14 @@ BAD = (
         (fit_scaling_binning, ([0, 0, 1, 1], [0.2, 0.6, 0.3, 0.7]), {"bins": 1}),
         (fit_scaling_binning, ([0, 1, 0, 1], [0.0, 0.6, 0.3, 0.7]), {"bins": 1}),
         (fit_scaling_binning, ([0, 1, 0, 1], [0.2, 0.6, 0.3, 0.7]), {"split": 1.5}),
+        (fit_spline, (np.zeros(40), SPLINE_P), {}),
+        (fit_spline, (SPLINE_Y, SPLINE_P), {"folds": 21}),
+        (fit_spline, (SPLINE_Y, np.r_[0.0, SPLINE_P[1:]]), {}),
+        (fit_spline, (SPLINE_Y, SPLINE_P), {"knots": 2}),
+        (fit_spline, (SPLINE_Y, SPLINE_P), {"penalties": [1.0, -1.0]}),
+        (fit_spline, (SPLINE_Y, SPLINE_P), {"weights": -np.ones(40)}),
+        (SPLINE, ([0.2, 1.5],), {}),
+        (SPLINE, ([0.0, 0.5],), {}),
     ]
 )
 

@@ -239,6 +239,16 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ("n_prime", lambda d: _number(d["n_prime"]) and d["n_prime"] > 0, "a number > 0"),
             ("c", lambda d: _number(d["c"]) and d["c"] >= 1, "a number >= 1"),
         ],
+        "SplineCalibrator": [
+            _vector("knots", 3),
+            ("knots", lambda d: _nondecreasing(d["knots"]), "nondecreasing"),
+            (
+                "coef",
+                lambda d: d["coef"].shape == d["knots"].shape,
+                "the shape of knots (one coefficient per basis function)",
+            ),
+            ("eps", lambda d: _eps_ok(d["eps"]), "None or a float in (0, 0.5)"),
+        ],
         "TemperatureCalibrator": [
             *_scalar("temperature"),
             ("temperature", lambda d: _positive(d["temperature"]), _POSITIVE),
@@ -332,7 +342,7 @@ def save_calibrator(calibrator: Any, path: str | os.PathLike) -> None:
 
     Works for the calibrators of both branches (``fit_platt``, ``fit_isotonic``,
     ``fit_histogram_binning``, ``fit_beta``, ``fit_temperature``, ``fit_one_vs_rest``,
-    ``fit_scaling_binning``, ``fit_bbq``,
+    ``fit_scaling_binning``, ``fit_bbq``, ``fit_spline``,
     ``fit_isotonic_recalibrator``, ``fit_sigma_scaling``, ...): everything
     registered as a fitted pytree.
 

@@ -15,7 +15,7 @@ Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,
 :func:`fit_beta`, :func:`fit_temperature`, :func:`fit_one_vs_rest`,
 :func:`fit_scaling_binning`, :func:`fit_bbq` (Bayesian binning into quantiles),
-:func:`fit_venn_abers` and :func:`fit_cross_venn_abers`
+:func:`fit_spline` (spline calibration), :func:`fit_venn_abers` and :func:`fit_cross_venn_abers`
 (Venn-ABERS), :func:`fit_centered_isotonic`, and for multiclass
 :func:`fit_vector_scaling`, :func:`fit_matrix_scaling`, :func:`fit_dirichlet`,
 :func:`fit_top_label`; cross-validated
@@ -84,6 +84,7 @@ from bayescal.classification._smooth import (
     smooth_reliability_band,
     smooth_reliability_curve,
 )
+from bayescal.classification._spline import SplineCalibrator, fit_spline
 from bayescal.classification._tests import (
     CalibrationSlope,
     HosmerLemeshowTest,
@@ -158,6 +159,7 @@ __all__ = [
     "fit_top_label",
     "fit_scaling_binning",
     "fit_bbq",
+    "fit_spline",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "HistogramBinningCalibrator",
@@ -174,6 +176,7 @@ __all__ = [
     "TopLabelPrediction",
     "ScalingBinningCalibrator",
     "BBQCalibrator",
+    "SplineCalibrator",
     # cross-validation and persistence
     "cross_calibrate",
     "CrossCalibratedClassifier",

@@ -1,0 +1,295 @@
+"""Spline calibration (Lucena 2018): penalised logistic regression on a natural cubic
+spline basis of the log-odds, the penalty chosen by cross-validated log-loss.
+
+A frozen pytree like the other binary calibrators; the fit is one jittable,
+vmappable program (every fold and penalty solved at once by the shared damped Newton
+solver under ``vmap``), bucketed by ``newton.bucketed_fit``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bayescal._src import host as _host
+from bayescal._src import newton
+from bayescal._src import validation as _v
+from bayescal._src.binned import weighted_quantile_edges
+from bayescal._src.pytree import pytree_dataclass
+from bayescal.classification._calibrators import (
+    _logit,
+    _no_infinite_logits,
+    _scores,
+    _warn_not_converged,
+)
+from bayescal.classification._inputs import binary_inputs, check_eps
+
+__all__ = ["SplineCalibrator", "fit_spline"]
+
+#: Lucena's default penalty grid, ``np.logspace(-4, 4, 17)``.
+DEFAULT_PENALTIES = tuple(float(v) for v in np.logspace(-4, 4, 17))
+
+
+def spline_basis(x: Any, knots: Any, xp: Any = jnp) -> Any:
+    r"""The natural cubic spline basis ``[..., K]`` of Hastie, Tibshirani & Friedman.
+
+    :math:`N_1 = 1`, :math:`N_2 = x`, :math:`N_{k+2} = d_k - d_{K-1}` with
+    :math:`d_k(x) = [(x - \xi_k)_+^3 - (x - \xi_K)_+^3] / (\xi_K - \xi_k)`
+    (*The Elements of Statistical Learning*, eq. 5.4-5.5; the basis of Lucena's
+    ``splinecalib``). A knot equal to the last gives a column of zeros. ``xp``: the
+    array module (``jax.numpy``, or ``numpy`` for the host path).
+    """
+    last = knots[-1]
+
+    def d(k):
+        gap = last - knots[k]
+        num = xp.maximum(x - knots[k], 0) ** 3 - xp.maximum(x - last, 0) ** 3
+        return xp.where(gap > 0, num / xp.where(gap > 0, gap, 1), 0)
+
+    num_knots = knots.shape[0]
+    cols = [xp.ones_like(x), x]
+    top = d(num_knots - 2)
+    cols += [d(k) - top for k in range(num_knots - 2)]
+    return xp.stack(cols, axis=-1)
+
+
+def _spline_map(knots, coef, p, *, eps):
+    x = _logit(p, eps)
+    eta = jnp.sum(spline_basis(x, knots.astype(x.dtype)) * coef.astype(x.dtype), axis=-1)
+    return jax.nn.sigmoid(eta).astype(p.dtype)
+
+
+@functools.partial(newton.fast_jit, static_argnames=("eps",))
+def _spline_apply(params, p, *, eps):
+    return _spline_map(*params, p, eps=eps)
+
+
+@pytree_dataclass(data=("knots", "coef"), meta=("eps",))
+class SplineCalibrator:
+    r"""Spline calibration: :math:`\sigma(\sum_k \beta_k N_k(\mathrm{logit}\,p))`.
+
+    Create it with :func:`fit_spline`.
+
+    Attributes
+    ----------
+    knots : Array [K]
+        Knots on the log-odds scale, nondecreasing (quantiles of the calibration
+        log-odds, the smallest and largest included).
+    coef : Array [K]
+        Coefficients of the natural cubic spline basis (intercept, slope, then the
+        ``K - 2`` cubic terms); the map is linear in the log-odds beyond the end knots.
+    eps : float or None
+        Probabilities are clipped to ``[eps, 1 - eps]`` before the logit when set.
+    """
+
+    knots: jax.Array
+    coef: jax.Array
+    eps: float | None = None
+
+    def _map(self, p: jax.Array) -> jax.Array:  # validated p
+        return _spline_map(self.knots, self.coef, p, eps=self.eps)
+
+    @_host.first(_host.spline_apply)
+    @_v.validated  # checks fold into NaN under jit/vmap
+    def __call__(self, y_prob: Any) -> jax.Array:
+        """Calibrated probabilities (shape kept)."""
+        p = _scores(y_prob, "y_prob", probabilities=True)
+        _no_infinite_logits(p, "y_prob", self.eps, "spline calibration (on log-odds)")
+        return newton.apply_bucketed(
+            _spline_apply, (self.knots, self.coef), p, eps=self.eps
+        )
+
+
+@_host.first(_host.fit_spline)
+def fit_spline(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    knots: int = 10,
+    penalties: Any = None,
+    folds: int = 5,
+    eps: float | None = None,
+    weights: Any = None,
+) -> SplineCalibrator:
+    r"""Fit spline calibration (Lucena 2018), the penalty chosen by cross-validation.
+
+    Parameters
+    ----------
+    y_true : array_like, shape [N]
+        Binary labels, 0 or 1 (both classes present).
+    y_prob : array_like, shape [N]
+        Predicted probabilities, in [0, 1].
+    knots : int, default 10
+        Number :math:`K \ge 3` of knots, at the quantiles ``linspace(0, 1, K)`` of the
+        calibration log-odds (numpy's linear quantile; weighted with ``weights``).
+    penalties : sequence of float, optional
+        The grid of penalties :math:`\lambda > 0` searched (default Lucena's
+        ``np.logspace(-4, 4, 17)``).
+    folds : int, default 5
+        Cross-validation folds (>= 2), stratified: the :math:`j`-th observation of
+        each class (in the order given, among those of positive weight) goes to fold
+        :math:`j \bmod F`.
+    eps : float in (0, 0.5), optional
+        Clip probabilities to ``[eps, 1 - eps]`` before the logit (at fit and call
+        time). Without it, probabilities of exactly 0 or 1 raise an error.
+    weights : array_like, shape [N], optional
+        Observation weights (scikit-learn's ``sample_weight``): they multiply the
+        log-likelihood terms, the held-out log-loss and the knots' quantiles, so an
+        integer weight equals repeating the row in the fit (the folds count rows).
+        Finite, ``>= 0``, not all 0.
+
+    Returns
+    -------
+    SplineCalibrator
+
+    Notes
+    -----
+    With :math:`x = \mathrm{logit}(p)`, basis :math:`N(x)` (:math:`K` columns, see
+    :class:`SplineCalibrator`) and :math:`\eta = N(x)\beta`, each penalty minimises
+
+    .. math:: \frac{1}{W}\sum_i w_i\big(\log(1 + e^{\eta_i}) - y_i\eta_i\big)
+              + \frac{\lambda}{K}\lVert\beta\rVert^2,
+
+    the objective of Lucena's ``splinecalib`` (``pen_ll_fun``). For every penalty
+    and fold the model is fitted without the fold and scored by the log-loss on it;
+    the penalty with the lowest log-loss over all folds (the first on ties) is
+    refitted on all the data. All :math:`F \times |\lambda|` fits run as one batch
+    of the shared damped Newton solver. Differences from ``splinecalib`` 0.0.13:
+    knots at quantiles instead of a random sample of 30 values plus 0.1, ..., 0.9;
+    deterministic folds; cross-validation over all folds (its ``"full"`` mode) and
+    the final fit on all the data (its final fit leaves out the last fold); no
+    ``unity_prior``. ``jax.jit`` and ``jax.vmap`` work; there invalid values give
+    NaN parameters.
+
+    References
+    ----------
+    Lucena, B. (2018). Spline-based probability calibration. arXiv:1809.07751.
+    Hastie, T., Tibshirani, R. and Friedman, J. (2009). *The Elements of Statistical
+    Learning*, 2nd ed., Sec. 5.2.1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.classification import fit_spline
+    >>> r = np.random.default_rng(0)
+    >>> p = r.uniform(0.02, 0.98, 500)
+    >>> y = (r.uniform(size=500) < p ** 2).astype(int)
+    >>> cal = fit_spline(y, p, knots=5)
+    >>> out = np.asarray(cal([0.2, 0.5, 0.8]))
+    >>> bool(np.all(np.abs(out - np.array([0.2, 0.5, 0.8]) ** 2) < 0.1))
+    True
+    """
+    num_knots = _v.check_positive_int(knots, "knots")
+    if num_knots < 3:
+        raise ValueError(
+            f"knots must be an int >= 3 (a natural cubic spline); got {knots}."
+        )
+    num_folds = _v.check_positive_int(folds, "folds")
+    if num_folds < 2:
+        raise ValueError(f"folds must be an int >= 2 (cross-validation); got {folds}.")
+    if penalties is None:
+        grid = DEFAULT_PENALTIES
+    else:
+        if isinstance(penalties, str) or not np.iterable(penalties):
+            raise TypeError(
+                f"penalties must be a sequence of positive floats; got {penalties!r}."
+            )
+        arr = np.asarray(penalties, dtype=float).reshape(-1)
+        if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise ValueError(
+                f"penalties must be a nonempty sequence of finite floats > 0; got {penalties!r}."
+            )
+        grid = tuple(float(v) for v in arr)
+    eps = check_eps(eps)
+    cal, converged = newton.bucketed_fit(
+        _fit_spline,
+        (y_true, y_prob, weights),
+        dict(num_knots=num_knots, penalties=grid, num_folds=num_folds, eps=eps),
+    )
+    if _v.is_concrete(converged) and not bool(converged):
+        _warn_not_converged("fit_spline")
+    return cal
+
+
+def _penalised_objective(basis, y, weights, total, penalty):
+    """Lucena's penalised mean log-loss in the coefficients, with its derivatives."""
+    num = basis.shape[1]
+    hi = jax.lax.Precision.HIGHEST
+
+    def objective(beta):
+        eta = jnp.dot(basis, beta, precision=hi)
+        e = jnp.exp(-jnp.abs(eta))
+        big, small = 1 / (1 + e), e / (1 + e)
+        positive = y > 0.5
+        agree = positive == (eta >= 0)
+        r = jnp.where(agree, small, big)
+        r = jnp.where(positive, -r, r)  # q - y without cancellation
+        loss = jnp.log1p(e) + jnp.where(agree, 0, jnp.abs(eta))
+        v = big * small
+        lw, rw, vw = (a * weights / total for a in (loss, r, v))
+        pen = penalty / num
+        value = newton.accurate_sum(lw) + pen * jnp.sum(beta**2)
+        grad = jnp.dot(rw, basis, precision=hi) + 2 * pen * beta
+        hess = jnp.dot(basis.T * vw, basis, precision=hi) + 2 * pen * jnp.eye(
+            num, dtype=beta.dtype
+        )
+        return newton.Derivatives(
+            value, grad, hess, newton.accurate_sum(lw) + pen * jnp.sum(beta**2)
+        )
+
+    return objective
+
+
+def _fit_spline(y_true, y_prob, weights, n, *, num_knots, penalties, num_folds, eps):
+    y, p = binary_inputs(y_true, y_prob)
+    _v.check_both_classes(y, "y_true")
+    _no_infinite_logits(p, "y_prob", eps, "spline calibration (on log-odds)")
+    dtype = p.dtype
+    size = p.shape[0]
+    w = newton.observation_weights(weights, n, size, dtype)
+    if w is None:
+        w = jnp.ones((size,), dtype)
+    x = _logit(p, eps)
+    knots = weighted_quantile_edges(x, w, num_knots - 1)
+    basis = spline_basis(x, knots)
+    # stratified folds: the j-th row of each class (of positive weight) in fold j mod F
+    positive = y > 0.5
+    live = w > 0
+    rank_pos = jnp.cumsum(live & positive) - 1
+    rank_neg = jnp.cumsum(live & ~positive) - 1
+    fold = jnp.where(positive, rank_pos, rank_neg) % num_folds
+    _v.record(
+        "less_equal",
+        "folds",
+        (jnp.sum(live & positive) < num_folds) | (jnp.sum(live & ~positive) < num_folds),
+        False,
+        what=(
+            f"({num_folds}) must not exceed the number of observations of either class "
+            "in y_true (each fold holds some of both); use fewer folds or more data"
+        ),
+    )
+    lam = jnp.asarray(penalties, dtype)
+    x0 = jnp.zeros((num_knots,), dtype)
+
+    def solve(train_weights, penalty):
+        total = jnp.sum(train_weights)
+        obj = _penalised_objective(basis, y, train_weights, total, penalty)
+        res = newton.minimize(obj, x0)
+        return res.x, res.converged
+
+    folds = jnp.arange(num_folds)
+    train = jnp.where(fold[None, :] == folds[:, None], 0, w[None, :])  # [F, N]
+    pairs_w = jnp.repeat(train, lam.shape[0], axis=0)  # [F * L, N]
+    pairs_lam = jnp.tile(lam, num_folds)
+    beta, _ = jax.vmap(solve)(pairs_w, pairs_lam)  # [F * L, K]
+    eta = jnp.dot(beta, basis.T, precision=jax.lax.Precision.HIGHEST)  # [F * L, N]
+    nll = jax.nn.softplus(eta) - y * eta
+    held = (pairs_w == 0) & live[None, :]
+    scores = jnp.sum(jnp.where(held, nll * w, 0), axis=1).reshape(num_folds, -1).sum(axis=0)
+    best = jnp.argmin(scores)
+    coef, converged = solve(w, lam[best])
+    return SplineCalibrator(knots, coef.astype(dtype), eps), converged
