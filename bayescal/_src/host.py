@@ -1143,6 +1143,21 @@ def _logit(p: np.ndarray, eps: float | None) -> np.ndarray | None:
     return np.log(p) - np.log1p(-p)
 
 
+def _binary_logits(
+    y_true: Any, y_prob: Any, weights: Any, eps: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray] | None:
+    """:func:`_binary`'s labels, probabilities and weights and the probabilities' logits
+    (clipped with ``eps``), or None: probabilities of 0 or 1 without ``eps`` go to the
+    kernel path, which raises its message."""
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    f = _logit(data[1], eps)
+    if f is None or not _normal(f):
+        return None
+    return (*data, f)
+
+
 def _eps_ok(eps: Any) -> bool:
     """``eps`` as the kernels take it for clipping: None, or a float in (0, 0.5)."""
     return eps is None or (type(eps) is float and 0 < eps < 0.5)
@@ -1322,13 +1337,10 @@ def calibration_slope_intercept(
         return None
     from bayescal.classification._tests import CalibrationSlope
 
-    data = _binary(y_true, y_prob, weights, True)
+    data = _binary_logits(y_true, y_prob, weights, eps)
     if data is None:
         return None
-    y, p, w = data
-    f = _logit(p, eps)
-    if f is None or not _normal(f):
-        return None  # probabilities of 0 or 1: the kernel path raises its message
+    y, p, w, f = data
     theta = _logistic_one(f, y, w, False)
     if theta is None:
         return None
@@ -1433,10 +1445,10 @@ def fit_scaling_binning(
         return None
     from bayescal.classification._scaling_binning import ScalingBinningCalibrator
 
-    data = _binary(y_true, y_prob, weights, True)
+    data = _binary_logits(y_true, y_prob, weights, eps)
     if data is None:
         return None
-    y, p, w = data
+    y, p, w, f = data
     dt = p.dtype
     n = p.size
     w = np.ones(n) if w is None else w.astype(np.float64)
@@ -1446,9 +1458,6 @@ def fit_scaling_binning(
     w2 = w if split is None else np.where(first, 0.0, w)
     if (w2 > 0).sum() < bins:
         return None  # the kernel path raises its message
-    f = _logit(p, eps)
-    if f is None or not _normal(f):
-        return None
     theta = _logistic_one(f, y, w1, soft_labels)
     if theta is None:
         return None
@@ -1632,13 +1641,10 @@ def fit_spline(
             return None
     else:
         return None
-    data = _binary(y_true, y_prob, weights, True)
+    data = _binary_logits(y_true, y_prob, weights, eps)
     if data is None:
         return None
-    y, p, w = data
-    x = _logit(p, eps)
-    if x is None or not _normal(x):
-        return None
+    y, p, w, x = data
     weight = np.ones(y.size) if w is None else w.astype(np.float64)
     live, positive = weight > 0, y > 0.5
     if min((live & positive).sum(), (live & ~positive).sum()) < num_folds:
