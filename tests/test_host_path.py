@@ -21,6 +21,7 @@ from bayescal.classification import (
     brier_score,
     calibration_slope_intercept,
     expected_calibration_error,
+    fit_bbq,
     fit_centered_isotonic,
     fit_cross_venn_abers,
     fit_isotonic,
@@ -647,6 +648,42 @@ def test_fit_spline_and_its_map_equal_kernel(n, weighted, kwargs):
     np.testing.assert_allclose(a, b, **(dict(rtol=1e-12, atol=1e-14) if X64 else SPLINE_MAP_TOL))
 
 
+@pytest.mark.parametrize("n", [7, 600, 5000])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("estimate", ["frequency", "posterior"])
+def test_fit_bbq_and_its_map_equal_kernel(n, weighted, estimate):
+    # The edges are numpy's quantiles on both paths (bit for bit) and the counts
+    # exact, so the bins hold the same observations. The model log-scores are sums of
+    # lgamma of counts, ~N ln N in magnitude: the host sums them in float64, the kernel
+    # in the dtype, so in float32 the weights (and the output) move by about
+    # 1e-7 N ln N (fit_bbq's docstring), the tolerance here.
+    rng = np.random.default_rng(n + 2 * weighted)
+    p = np.round(rng.uniform(-0.1, 1.1, n) / 0.02) * 0.02  # ties, 0 and 1 included
+    p = np.clip(p, 0, 1).astype(DT)
+    y = (rng.uniform(size=n) < p.astype(np.float64) ** 2).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    if weighted:
+        w[:2] = 1  # a model range that is not empty
+    got, want, answered = both(lambda: fit_bbq(y, p, weights=w, estimate=estimate))
+    assert answered == [True]
+    (out, _), (ref, _) = got, want
+    assert (out.estimate, out.n_prime, out.c) == (ref.estimate, ref.n_prime, ref.c)
+    for name in ("edges", "values", "weights"):
+        a, b = getattr(out, name), getattr(ref, name)
+        assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
+    np.testing.assert_array_equal(out.edges, ref.edges)
+    np.testing.assert_allclose(out.values, ref.values, rtol=float_tol(), atol=ATOL)
+    score_tol = 1e-12 if X64 else 1e-7 * n * np.log(n)
+    np.testing.assert_allclose(out.weights, ref.weights, rtol=0, atol=score_tol)
+    # a 2-D input (the kernel's map broke on one before this test), values on edges
+    new = np.resize(np.r_[0.0, 1.0, p, rng.uniform(size=60)], 62).astype(DT).reshape(2, -1)
+    np.testing.assert_allclose(out(new), ref(new), rtol=0, atol=score_tol)
+    # the map alone, on the same calibrator
+    got_apply, want_apply, answered = both(lambda: ref(new))
+    assert answered == [True]
+    assert_same(got_apply, want_apply)
+
+
 # float32: the kernel sums basis columns of ~1e2 in float32 before the sigmoid
 SPLINE_MAP_TOL = dict(rtol=0, atol=1e-5)
 
@@ -654,6 +691,7 @@ SPLINE_MAP_TOL = dict(rtol=0, atol=1e-5)
 # --------------------------------------------------------------------------- bad input
 SPLINE_Y, SPLINE_P = np.arange(40) % 2, np.linspace(0.05, 0.95, 40)
 SPLINE = fit_spline(SPLINE_Y, SPLINE_P, knots=4, folds=2)
+BBQ = fit_bbq(SPLINE_Y, SPLINE_P)
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
@@ -776,6 +814,11 @@ BAD = (
         (fit_spline, (SPLINE_Y, SPLINE_P), {"knots": 2}),
         (fit_spline, (SPLINE_Y, SPLINE_P), {"penalties": [1.0, -1.0]}),
         (fit_spline, (SPLINE_Y, SPLINE_P), {"weights": -np.ones(40)}),
+        (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"c": 0.5}),
+        (fit_bbq, ([0, 1, 0], [0.2, 0.6, 1.3]), {}),
+        (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"estimate": "mean"}),
+        (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"weights": [1.0, -1.0, 1.0]}),
+        (BBQ, ([0.2, 1.5],), {}),
         (SPLINE, ([0.2, 1.5],), {}),
         (SPLINE, ([0.0, 0.5],), {}),
     ]

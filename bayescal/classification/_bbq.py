@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantiles
@@ -112,7 +113,8 @@ def _bbq_map(edges, values, weights, p, *, estimate):
         return jnp.take(row_values.astype(dtype), jnp.minimum(k, num_bins - 1))
 
     theta = jax.vmap(one)(upper, values)  # [M, n]
-    out = jnp.sum(weights.astype(dtype)[:, None] * theta, axis=0)
+    w = weights.astype(dtype).reshape((-1,) + (1,) * p.ndim)  # p of any shape
+    out = jnp.sum(w * theta, axis=0)
     if estimate == "posterior":
         eps = jnp.finfo(dtype).eps
         out = jnp.clip(out, eps, 1 - eps)
@@ -169,6 +171,7 @@ class BBQCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _bbq_map(self.edges, self.values, self.weights, p, estimate=self.estimate)
 
+    @_host.first(_host.bbq_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities: the model average of the bin estimates."""
@@ -199,6 +202,7 @@ def _check_options(n_prime: Any, c: Any, estimate: Any) -> tuple[float, float, s
     return n_prime, c, estimate
 
 
+@_host.first(_host.fit_bbq)
 def fit_bbq(
     y_true: Any,
     y_prob: Any,
