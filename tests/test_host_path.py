@@ -7,6 +7,7 @@ tolerance; and for bad input the same error. Traced inputs and inputs above
 """
 
 import contextlib
+import math
 
 import jax
 import jax.numpy as jnp
@@ -682,6 +683,14 @@ def test_fit_bbq_and_its_map_equal_kernel(n, weighted, estimate):
     got_apply, want_apply, answered = both(lambda: ref(new))
     assert answered == [True]
     assert_same(got_apply, want_apply)
+
+
+@given(st.floats(min_value=1e-300, max_value=1e15))
+def test_lgamma_equals_math_lgamma(x):
+    # fit_bbq's host scores: Stirling's series at x + 8 and the recurrence down to x
+    want = math.lgamma(x)
+    # (measured over 3e5 points from 1e-300 to 1e15: at most 7.5e-15)
+    assert abs(host.lgamma(np.array([x]))[0] - want) <= 1e-14 * max(1.0, abs(want))
 
 
 # float32: the kernel sums basis columns of ~1e2 in float32 before the sigmoid
