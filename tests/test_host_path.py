@@ -25,6 +25,7 @@ from bayescal.classification import (
     fit_bbq,
     fit_centered_isotonic,
     fit_cross_venn_abers,
+    fit_histogram_binning,
     fit_isotonic,
     fit_platt,
     fit_scaling_binning,
@@ -685,6 +686,35 @@ def test_fit_bbq_and_its_map_equal_kernel(n, weighted, estimate):
     assert_same(got_apply, want_apply)
 
 
+@given(
+    binary_data(),
+    st.sampled_from([1, 7, "fd", "edges"]),
+    st.sampled_from(["uniform", "quantile"]),
+    st.booleans(),
+)
+def test_fit_histogram_binning_and_its_map_equal_kernel(data, bins, strategy, weighted):
+    # the edges (weighted quantiles of integer weights included), the bins and each
+    # bin's mean: exactly; with weights, the means to float tolerance (sums)
+    y, p, w = data
+    w = np.round(np.asarray(w) * 3) if weighted else None  # 0 to 3, some 0
+    if bins == "edges":
+        bins, strategy = [0.0, 0.3, 0.3, 0.55, 1.0], "uniform"  # a repeated edge: empty bin
+    elif bins == "fd":
+        strategy = "uniform"
+    got, want, answered = both(
+        lambda: fit_histogram_binning(y, p, bins=bins, strategy=strategy, weights=w)
+    )
+    assert answered == [want[1] is None]
+    assert_same(got, want, exact=not weighted)
+    if want[1] is None:
+        np.testing.assert_array_equal(got[0].edges, want[0].edges)
+        cal = want[0]
+        for new in (p, np.reshape(p, (-1, 1)), [0.0, 0.3, 1.0]):
+            got_apply, want_apply, answered = both(lambda c=cal, x=new: c(x))
+            assert answered == [True]
+            assert_same(got_apply, want_apply, exact=True)
+
+
 @given(st.floats(min_value=1e-300, max_value=1e15))
 def test_lgamma_equals_math_lgamma(x):
     # fit_bbq's host scores: Stirling's series at x + 8 and the recurrence down to x
@@ -701,6 +731,7 @@ SPLINE_MAP_TOL = dict(rtol=0, atol=1e-5)
 SPLINE_Y, SPLINE_P = np.arange(40) % 2, np.linspace(0.05, 0.95, 40)
 SPLINE = fit_spline(SPLINE_Y, SPLINE_P, knots=4, folds=2)
 BBQ = fit_bbq(SPLINE_Y, SPLINE_P)
+HIST = fit_histogram_binning(SPLINE_Y, SPLINE_P)
 CONFORMAL_Y, CONFORMAL_LOC = np.linspace(0, 1, 30), np.linspace(0, 1, 30) ** 2
 CAL = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC)
 CAL_SCALED = reg.fit_conformal(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
@@ -823,6 +854,11 @@ BAD = (
         (fit_spline, (SPLINE_Y, SPLINE_P), {"knots": 2}),
         (fit_spline, (SPLINE_Y, SPLINE_P), {"penalties": [1.0, -1.0]}),
         (fit_spline, (SPLINE_Y, SPLINE_P), {"weights": -np.ones(40)}),
+        (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 1.3]), {}),
+        (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 0.3]), {"bins": 0}),
+        (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 0.3]), {"strategy": "kmeans"}),
+        (fit_histogram_binning, ([0, 1, 2], [0.2, 0.6, 0.3]), {}),
+        (HIST, ([0.2, 1.5],), {}),
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"c": 0.5}),
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 1.3]), {}),
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"estimate": "mean"}),

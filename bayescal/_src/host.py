@@ -1095,6 +1095,79 @@ def sigma_apply(calibrator: Any, scale: Any) -> jax.Array | None:
 
 
 # --------------------------------------------------------------------------- classification
+def _bin_means(
+    y: np.ndarray, p: np.ndarray, w: np.ndarray | None, edges: np.ndarray, idx: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Per bin: the (weighted) count in the kernel's dtype, the mean ``p`` and the mean
+    ``y`` (an empty bin: its midpoint for both), or None (a subnormal mean)."""
+    num = edges.size - 1
+    if w is None:
+        count = np.bincount(idx, minlength=num)
+        weight = count.astype(np.int64 if jax.config.jax_enable_x64 else np.int32)
+        sum_p, sum_y = np.bincount(idx, p, num), np.bincount(idx, y, num)
+    else:
+        count = np.bincount(idx, w, num)
+        weight = count.astype(p.dtype)
+        sum_p, sum_y = np.bincount(idx, w * p, num), np.bincount(idx, w * y, num)
+    mid = (edges.dtype.type(0.5) * (edges[1:] + edges[:-1])).astype(p.dtype)
+    full = count > 0
+    safe = np.where(full, count, 1)
+    expected = np.where(full, sum_p / safe, mid).astype(p.dtype)
+    observed = np.where(full, sum_y / safe, mid).astype(p.dtype)
+    if not (_normal(expected) and _normal(observed)):
+        return None
+    return weight, expected, observed
+
+
+def fit_histogram_binning(
+    y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: Any = "uniform", weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_histogram_binning` on the host: the edges of
+    :func:`reliability_curve` (weighted quantiles with weights) and its observed means."""
+    from bayescal.classification._calibrators import HistogramBinningCalibrator
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    whole = isinstance(bins, int | np.integer) and not isinstance(bins, bool | np.bool_)
+    if w is not None and strategy == "quantile" and whole and 1 <= bins <= _MAX_BINS:
+        from bayescal._src.binned import _quantile_levels
+
+        # integer weights only: their running sums are exact in any order, so the
+        # edges are the kernel's bit for bit (real weights: its cumsum's rounding)
+        if not ((w == np.round(w)).all() and w.sum() < 2 ** np.finfo(p.dtype).nmant):
+            return None
+        edges = _weighted_quantiles(p, w, _quantile_levels(int(bins), p.dtype))
+        if not _normal(edges):
+            return None
+    else:
+        edges = _edges(bins, strategy, p)
+        if edges is None:
+            return None
+    means = _bin_means(y, p, w, edges, _bin_index(p, edges))
+    if means is None:
+        return None
+    return HistogramBinningCalibrator(_device(edges), _device(means[2]))
+
+
+def histogram_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``HistogramBinningCalibrator.__call__`` on the host."""
+    p = _floats(y_prob)
+    edges, values = _vector(calibrator.edges), _vector(calibrator.values)
+    if p is None or edges is None or values is None or p.size == 0:
+        return None
+    if edges.size != values.size + 1 or not (edges[1:] >= edges[:-1]).all():
+        return None
+    if not (_normal(p.reshape(-1), 0, 1) and _normal(edges) and _normal(values)):
+        return None
+    e = edges.astype(p.dtype)
+    if not (e[1:] >= e[:-1]).all():
+        return None
+    k = np.clip(np.searchsorted(e, p, side="right") - 1, 0, values.size - 1)
+    return _device(values.astype(p.dtype)[k])
+
+
 def reliability_curve(
     y_true: Any,
     y_prob: Any,
@@ -1113,22 +1186,10 @@ def reliability_curve(
     if data is None:
         return None
     y, p, w, edges, idx = data
-    num = edges.size - 1
-    if w is None:
-        count = np.bincount(idx, minlength=num)
-        weight = count.astype(np.int64 if jax.config.jax_enable_x64 else np.int32)
-        sum_p, sum_y = np.bincount(idx, p, num), np.bincount(idx, y, num)
-    else:
-        count = np.bincount(idx, w, num)
-        weight = count.astype(p.dtype)
-        sum_p, sum_y = np.bincount(idx, w * p, num), np.bincount(idx, w * y, num)
-    mid = (edges.dtype.type(0.5) * (edges[1:] + edges[:-1])).astype(p.dtype)
-    full = count > 0
-    safe = np.where(full, count, 1)
-    expected = np.where(full, sum_p / safe, mid).astype(p.dtype)
-    observed = np.where(full, sum_y / safe, mid).astype(p.dtype)
-    if not (_normal(expected) and _normal(observed)):
+    means = _bin_means(y, p, w, edges, idx)
+    if means is None:
         return None
+    weight, expected, observed = means
     e = _device(edges)
     curve = CalibrationCurve(_device(expected), _device(observed), _device(weight), edges=e)
     return (curve, e) if return_edges else curve

@@ -548,6 +548,7 @@ class HistogramBinningCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _histogram_apply(self.edges, self.values, p)
 
+    @_host.first(_host.histogram_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
@@ -556,6 +557,7 @@ class HistogramBinningCalibrator:
         return newton.apply_bucketed(_histogram_apply_bucketed, knots, p)
 
 
+@_host.first(_host.fit_histogram_binning)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_prob": 0, "weights": 0},
