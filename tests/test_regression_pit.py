@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bayescal import regression as reg
-from tests.conftest import X64
+from tests.conftest import X64, compilations_during
 
 RTOL = 1e-12 if X64 else 1e-5
 
@@ -86,6 +86,69 @@ def test_pit_cdf_bad_callable():
         reg.pit_cdf(jnp.ones(3), lambda y: jnp.ones(2))
     with pytest.raises(ValueError, match="cdf\\(y_true\\) must lie in \\[0, 1\\]"):
         reg.pit_cdf(jnp.ones(3), lambda y: 2 * y)
+
+
+def _normal_cdf_over(loc, scale):
+    return lambda t: jax.scipy.stats.norm.cdf(t, loc, scale)
+
+
+def test_pit_cdf_runs_a_traceable_callable_as_one_reused_program(rng):
+    # A CDF closing over per-observation parameters cannot be padded to a bucket; it is
+    # traced and compiled as one program, kept under its jaxpr's text: a new lambda of
+    # the same form over new values of the same shape compiles nothing.
+    n = 777
+    y, loc, scale = rng.normal(size=n), rng.normal(size=n), rng.uniform(0.5, 2, n)
+    got = reg.pit_cdf(y, _normal_cdf_over(loc, scale))
+    np.testing.assert_allclose(  # scipy 1.17's normal CDF
+        got, scipy.stats.norm.cdf(y, loc, scale), rtol=RTOL, atol=1e-7 if not X64 else 0
+    )
+    loc2, scale2 = rng.normal(size=n), rng.uniform(0.5, 2, n)
+    again = []
+    assert (
+        compilations_during(
+            lambda: again.append(
+                jax.block_until_ready(reg.pit_cdf(y, _normal_cdf_over(loc2, scale2)))
+            )
+        )
+        == 0
+    )
+    np.testing.assert_allclose(
+        again[0],
+        scipy.stats.norm.cdf(y, loc2, scale2),
+        rtol=RTOL,
+        atol=1e-7 if not X64 else 0,
+    )
+    # the same as the callable called on its own, eagerly
+    np.testing.assert_array_equal(again[0], _normal_cdf_over(loc2, scale2)(jnp.asarray(y)))
+
+
+def test_pit_cdf_callables_that_do_not_trace_are_called_as_they_are(rng):
+    y = rng.normal(size=50)
+    # NumPy code: scipy's frozen distribution
+    got = reg.pit_cdf(y, scipy.stats.norm(0.5, 2.0).cdf)
+    np.testing.assert_allclose(got, scipy.stats.norm.cdf(y, 0.5, 2.0), rtol=RTOL, atol=1e-7)
+
+    # a Python branch on the values (not traceable), and a call count
+    calls = []
+
+    def branchy(t):
+        calls.append(1)
+        if float(jnp.max(t)) > 100:
+            raise AssertionError("not reached")
+        return jax.scipy.stats.norm.cdf(t)
+
+    got = reg.pit_cdf(y, branchy)
+    np.testing.assert_allclose(got, scipy.stats.norm.cdf(y), rtol=RTOL, atol=1e-7)
+    assert 1 <= len(calls) <= 3  # traced (fails), then called on the values
+
+
+def test_pit_cdf_programs_are_bounded(rng):
+    from bayescal.regression import _pit
+
+    for n in range(3, 3 + _pit._CDF_PROGRAMS_MAX + 5):
+        y, loc = rng.normal(size=n), rng.normal(size=n)
+        reg.pit_cdf(y, _normal_cdf_over(loc, 1.0 + 0 * loc))
+    assert len(_pit._CDF_PROGRAMS) <= _pit._CDF_PROGRAMS_MAX
 
 
 def test_pit_quantiles_reference_np_interp(rng):

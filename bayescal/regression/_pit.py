@@ -40,9 +40,7 @@ def _prep_y_and_params(y_true, name_pairs):
 
 
 @_host.first(_host.pit_normal)
-@_v.validated(
-    fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1
-)
+@_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1)
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.
 
@@ -233,7 +231,9 @@ def _count_numpy_chunks(y, d: np.ndarray, strict: bool):
     finite = jnp.asarray(True)
     for start in range(0, d.shape[0], rows):
         block = jax.device_put(np.ascontiguousarray(d[start : start + rows]))
-        le, lt, finite = _count_step(le, lt, finite, y, block.astype(y.dtype), strict=strict)
+        le, lt, finite = _count_step(
+            le, lt, finite, y, block.astype(y.dtype), strict=strict
+        )
     return le, lt, finite
 
 
@@ -336,6 +336,8 @@ def pit_cdf(y_true: ArrayLike, cdf: Callable[[jax.Array], ArrayLike]) -> jax.Arr
     _v.check_finite(y, "y_true")
     u = _bucketed_cdf(cdf, y)
     if u is None:
+        u = _cdf_program(cdf, y)
+    if u is None:
         u = _v.as_float_array(cdf(y), "cdf(y_true)")
     if tuple(u.shape) != tuple(y.shape):
         raise ValueError(
@@ -361,10 +363,11 @@ def _bucketed_cdf(cdf: Callable[[jax.Array], ArrayLike], y: jax.Array) -> jax.Ar
     if not (0 < n <= _v.BUCKET_MAX and _v.host_resident(y)) or bucket_size(n) == n:
         return None
     size = bucket_size(n)
+    padded = jax.device_put(pad_axis(np.asarray(y), size))
     try:
-        u = _v.as_float_array(
-            cdf(jax.device_put(pad_axis(np.asarray(y), size))), "cdf(y_true)"
-        )
+        u = _cdf_program(cdf, padded, numpy_code_only=True)
+        if u is None:  # NumPy code (scipy.stats): called on the padded values
+            u = _v.as_float_array(cdf(padded), "cdf(y_true)")
     except Exception:  # not elementwise on the padded input: the plain call decides
         return None
     if tuple(u.shape) != (size,) or not _v.is_concrete(u):
@@ -372,6 +375,59 @@ def _bucketed_cdf(cdf: Callable[[jax.Array], ArrayLike], y: jax.Array) -> jax.Ar
     if _v.host_resident(u):
         return jax.device_put(np.asarray(u)[:n])  # sliced on the host: no program
     return u[:n]
+
+
+#: Compiled CDF programs by the text of the callable's jaxpr (most recent last).
+_CDF_PROGRAMS: dict[str, Callable] = {}
+_CDF_PROGRAMS_MAX = 32
+
+
+def _cdf_program(
+    cdf: Callable[[jax.Array], ArrayLike], y: jax.Array, *, numpy_code_only: bool = False
+) -> jax.Array | None:
+    """``cdf(y)`` as ONE compiled program, or None where ``cdf`` cannot be traced.
+
+    Called eagerly, a CDF written with ``jnp`` runs one small program per operation,
+    each compiled on its first use at a shape (13 for ``jax.scipy.stats.norm.cdf``
+    with array parameters, ~0.3 s). Here the callable is traced to a jaxpr; arrays it
+    closes over (the predictive's parameters) become the jaxpr's constants, passed to
+    the program as arguments, and the program is kept under the jaxpr's text. So a
+    new callable of the same form (a new ``lambda`` over new parameters of the same
+    shapes) reuses the program: nothing is compiled again. Callables that do not
+    trace (a ``scipy.stats`` distribution's ``cdf``: NumPy code) give None and are
+    called as they are. Inside ``jit`` or ``vmap`` the caller's trace does this job.
+
+    ``numpy_code_only``: return None only for a callable that is not traceable because
+    it converts its input to NumPy; raise the tracing error otherwise (on the padded
+    input of a bucket, an error of shapes: the callable closes over ``N`` values).
+    """
+    if not _v.is_concrete(y):
+        return None
+    try:
+        closed = jax.make_jaxpr(cdf)(y)
+    except jax.errors.TracerArrayConversionError:  # NumPy code (scipy.stats)
+        return None
+    except Exception:  # not traceable: a data-dependent branch, shapes, ...
+        if numpy_code_only:
+            raise
+        return None
+    if len(closed.out_avals) != 1:
+        return None
+    from jax.extend.core import ClosedJaxpr, jaxpr_as_fun
+
+    text = str(closed.jaxpr)
+    program = _CDF_PROGRAMS.pop(text, None)
+    if program is None:
+        jaxpr = closed.jaxpr
+
+        @jax.jit
+        def program(consts, values):
+            return jaxpr_as_fun(ClosedJaxpr(jaxpr, consts))(values)[0]
+
+    _CDF_PROGRAMS[text] = program  # the most recently used last
+    while len(_CDF_PROGRAMS) > _CDF_PROGRAMS_MAX:
+        _CDF_PROGRAMS.pop(next(iter(_CDF_PROGRAMS)))
+    return _v.as_float_array(program(list(closed.consts), y), "cdf(y_true)")
 
 
 @_v.validated(fuse=True, bucket={"y_true": -1, "quantiles": -1}, per_observation=-1)
