@@ -77,10 +77,14 @@ def test_curve_equals_relplot_kernel_smoother():
     c = smooth_reliability_curve(y.astype(DT), p.astype(DT))
     assert isinstance(c, CalibrationCurve)
     np.testing.assert_allclose(np.asarray(c.expected), mesh, atol=1e-7)
-    np.testing.assert_allclose(np.asarray(c.observed), ref_mu, atol=1e-5 if not X64 else 1e-10)
+    np.testing.assert_allclose(
+        np.asarray(c.observed), ref_mu, atol=1e-5 if not X64 else 1e-10
+    )
     # the density is relplot's ReflectedGaussianKernel.apply of ones
     ref_dens = ReflectedGaussianKernel(sigma).apply(p, np.ones_like(p), mesh) + 1e-4
-    np.testing.assert_allclose(np.asarray(c.weight), ref_dens, rtol=1e-5 if not X64 else 1e-10)
+    np.testing.assert_allclose(
+        np.asarray(c.weight), ref_dens, rtol=1e-5 if not X64 else 1e-10
+    )
 
 
 def test_jit_with_bandwidth_equals_eager():
@@ -95,7 +99,10 @@ def test_vmap_with_bandwidth_equals_loop():
     ys, ps = zip(*[_data(s, 100, 1.3) for s in range(3)], strict=True)
     ys, ps = jnp.asarray(np.stack(ys), DT), jnp.asarray(np.stack(ps), DT)
     f = jax.vmap(lambda a, b: smooth_calibration_error(a, b, bandwidth=0.08))
-    loop = [float(smooth_calibration_error(a, b, bandwidth=0.08)) for a, b in zip(ys, ps, strict=True)]
+    loop = [
+        float(smooth_calibration_error(a, b, bandwidth=0.08))
+        for a, b in zip(ys, ps, strict=True)
+    ]
     np.testing.assert_allclose(np.asarray(f(ys, ps)), loop, rtol=1e-5)
 
 
@@ -248,3 +255,81 @@ def test_pointwise_quantiles_equal_numpy():
         ref = np.quantile(x.astype(np.float64), [(1 - level) / 2, (1 + level) / 2], axis=0)
         np.testing.assert_allclose(np.asarray(lo), ref[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(hi), ref[1], rtol=1e-5, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- host path
+# Concrete CPU inputs take NumPy twins (bayescal._src.host): relplot's arithmetic in
+# float64, the kernel's bisection decisions, the kernel's mesh. Compared with the
+# kernel path (host.disabled()) as tests/test_host_path.py compares every twin.
+@pytest.mark.parametrize(("seed", "n", "power"), CASES)
+@pytest.mark.parametrize("bandwidth", [None, 0.05, 0.3, 1])
+def test_host_twins_equal_the_kernel_and_relplot(seed, n, power, bandwidth):
+    from tests.test_host_path import assert_same, both
+
+    y, p = _data(seed, n, power)
+    y, p = y.astype(DT), p.astype(DT)
+    got, want, answered = both(
+        lambda: smooth_calibration_error(y, p, bandwidth=bandwidth, return_bandwidth=True)
+    )
+    assert answered == [True]
+    assert got[0][1] == want[0][1]  # the bandwidth (the bisection's: exactly)
+    assert_same((got[0][0], None), (want[0][0], None))
+    ref = (
+        relplot.smECE(p.astype(np.float64), y, return_width=True)[0]
+        if bandwidth is None
+        else relplot.smECE_sigma(p.astype(np.float64), y, bandwidth)
+    )
+    # float64 arithmetic on the host: closer to relplot than the float32 kernel
+    np.testing.assert_allclose(float(got[0][0]), ref, rtol=1e-12 if X64 else 1e-6)
+    for points in (200, None, 7):
+        got, want, answered = both(
+            lambda points=points: smooth_reliability_curve(
+                y, p, bandwidth=bandwidth, num_points=points
+            )
+        )
+        assert answered == [True]
+        assert_same(got, want)
+        np.testing.assert_array_equal(got[0].expected, want[0].expected)  # the mesh
+
+
+def test_host_twins_leave_bad_input_to_the_kernel():
+    from tests.test_host_path import both
+
+    bad = [
+        (smooth_calibration_error, ([0, 2], [0.2, 0.8]), {}),
+        (smooth_calibration_error, ([0, 1], [0.2, 1.8]), {}),
+        (smooth_calibration_error, ([0, 1], [0.2, 0.8]), {"bandwidth": 0.0}),
+        (smooth_calibration_error, ([0, 1], [0.2, 0.8]), {"return_bandwidth": 1}),
+        (smooth_reliability_curve, ([0, 1], [0.2, np.nan]), {}),
+        (smooth_reliability_curve, ([0, 1], [0.2, 0.8]), {"num_points": 1}),
+        (smooth_reliability_curve, ([0, 1], [0.2, 0.8]), {"bandwidth": True}),
+    ]
+    for fn, args, kwargs in bad:
+        got, want, answered = both(
+            lambda fn=fn, args=args, kwargs=kwargs: fn(*args, **kwargs)
+        )
+        assert want[1] is not None, "not a bad input"
+        assert got[1] == want[1]
+        assert not any(answered)
+
+
+def test_band_searches_its_bandwidth_on_the_host_and_compiles_one_program():
+    from bayescal._src import host
+    from tests.conftest import compilations_during
+
+    y, p = _data(7, 777, 2.0)
+    bands = []
+    # the one program (the resampling) compiled for this bucket: a new N reuses it
+    smooth_reliability_band(0, y[:770], p[:770], num_samples=20)  # bucket 896, as 777
+    assert (
+        compilations_during(
+            lambda: bands.append(
+                jax.block_until_ready(smooth_reliability_band(1, y, p, num_samples=20))
+            )
+        )
+        == 0
+    )
+    with host.disabled():
+        ref = smooth_reliability_band(1, y, p, num_samples=20)
+    for a, b in zip(jax.tree.leaves(bands[0]), jax.tree.leaves(ref), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)

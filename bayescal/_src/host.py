@@ -1120,7 +1120,12 @@ def _bin_means(
 
 
 def fit_histogram_binning(
-    y_true: Any, y_prob: Any, *, bins: Any = 10, strategy: Any = "uniform", weights: Any = None
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 10,
+    strategy: Any = "uniform",
+    weights: Any = None,
 ) -> Any:
     """:func:`bayescal.classification.fit_histogram_binning` on the host: the edges of
     :func:`reliability_curve` (weighted quantiles with weights) and its observed means."""
@@ -1629,7 +1634,9 @@ def _penalised_newton(
     def value(b: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         eta = linear(b)
         loss = np.logaddexp(0, eta) - y * eta
-        return np.einsum("rn,rn->r", wn[r], loss) + pen[r] * np.einsum("rk,rk->r", b, b), eta
+        return np.einsum("rn,rn->r", wn[r], loss) + pen[r] * np.einsum(
+            "rk,rk->r", b, b
+        ), eta
 
     beta = start.astype(np.float64).copy()
     live = np.arange(rows)
@@ -1726,7 +1733,10 @@ def fit_spline(
     fold = rank % num_folds
     # the fits on all the data, one per penalty; then every fold from its penalty's
     full, ok = _penalised_newton(
-        basis, y64, np.broadcast_to(weight, (lam.size, y.size)), lam / num_knots,
+        basis,
+        y64,
+        np.broadcast_to(weight, (lam.size, y.size)),
+        lam / num_knots,
         np.zeros((lam.size, num_knots)),
     )
     if not ok.all():
@@ -1785,12 +1795,19 @@ def lgamma(x: np.ndarray) -> np.ndarray:
     r = 1 / (z * z)
     series = (
         1 / 12
-        - r * (1 / 360 - r * (1 / 1260 - r * (1 / 1680 - r * (1 / 1188 - r * (691 / 360360 - r / 156)))))
+        - r
+        * (
+            1 / 360
+            - r
+            * (1 / 1260 - r * (1 / 1680 - r * (1 / 1188 - r * (691 / 360360 - r / 156))))
+        )
     ) / z
     out = (z - 0.5) * np.log(z) - z + _HALF_LOG_2PI + series
     if small.any():
         xs = x[small]
-        prod = xs * (xs + 1) * (xs + 2) * (xs + 3) * (xs + 4) * (xs + 5) * (xs + 6) * (xs + 7)
+        prod = (
+            xs * (xs + 1) * (xs + 2) * (xs + 3) * (xs + 4) * (xs + 5) * (xs + 6) * (xs + 7)
+        )
         out[small] -= np.log(prod)
     return out
 
@@ -1858,8 +1875,12 @@ def fit_bbq(
     i = np.nonzero(in_model)
     a, bb, s = alpha[i], beta[i], np.broadcast_to(strength, total_b.shape)[i]
     term[i] = (
-        lgamma(s) - lgamma(total_b[i] + s) + lgamma(m_b[i] + a) - lgamma(a)
-        + lgamma(n_b[i] + bb) - lgamma(bb)
+        lgamma(s)
+        - lgamma(total_b[i] + s)
+        + lgamma(m_b[i] + a)
+        - lgamma(a)
+        + lgamma(n_b[i] + bb)
+        - lgamma(bb)
     )
     log_score = term.sum(axis=1)
     lo, hi = _thresholds(num_models, c)
@@ -1903,7 +1924,9 @@ def bbq_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
         return None
     if calibrator.estimate not in ("frequency", "posterior"):
         return None
-    if not (_normal(p.reshape(-1), 0, 1) and _normal(values, 0, 1) and _normal(weights, 0, 1)):
+    if not (
+        _normal(p.reshape(-1), 0, 1) and _normal(values, 0, 1) and _normal(weights, 0, 1)
+    ):
         return None
     if not _normal(edges, 0, 1):
         return None
@@ -1919,3 +1942,155 @@ def bbq_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
     else:
         out = np.clip(out.astype(dt), 0, 1)
     return _device(_flushed(out.reshape(p.shape)))
+
+
+# --------------------------------------------------------------------------- smooth ECE
+def _relplot_smooth(
+    f: np.ndarray, rows: np.ndarray, sigma: float, grid: int, mesh: int, dtype: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """``classification._smooth._smooth`` (relplot's spreading, reflected Gaussian
+    convolution and interpolation) in float64: the mesh ``t`` in ``dtype`` and the
+    smoothed ``rows [R, N]`` on it ``[R, mesh]`` (float64)."""
+    x = f.astype(np.float64) * (grid - 1)
+    idx = np.clip(np.floor(x), 0, grid - 2).astype(np.intp)
+    frac = x - idx
+    spread = np.stack(
+        [
+            np.bincount(idx, (1 - frac) * r, grid) + np.bincount(idx + 1, frac * r, grid)
+            for r in rows
+        ]
+    )
+    tg = np.arange(grid) / (grid - 1)
+    ker = np.exp(-((tg - 0.5) ** 2) / (2 * sigma**2)) / (math.sqrt(2 * math.pi) * sigma)
+    # the grid reflected at both ends: v[E-1] ... v[1], v[0] ... v[E-1], v[E-2] ... v[0]
+    ext = np.concatenate([spread[:, :0:-1], spread, spread[:, -2::-1]], axis=1)
+    nfft = 1 << (ext.shape[1] + grid - 2).bit_length()  # >= the linear length
+    full = np.fft.irfft(np.fft.rfft(ext, nfft) * np.fft.rfft(ker, nfft), nfft)
+    conv = full[:, grid - 1 + grid // 2 : grid - 1 + grid // 2 + grid]
+    # the kernel's mesh: XLA divides by a constant as a product with its reciprocal
+    t = np.arange(mesh, dtype=dtype) * (np.asarray(1, dtype) / np.asarray(mesh - 1, dtype))
+    tt = t.astype(np.float64)
+    j = np.clip(np.floor(tt * (grid - 1)), 0, grid - 2).astype(np.intp)
+    bucket = 1 / (grid - 1)
+    resid = (tt - j * bucket) / bucket
+    return t, conv[:, j] * (1 - resid) + conv[:, j + 1] * resid
+
+
+def _relplot_smece(
+    p: np.ndarray, rows: np.ndarray, sigma: float, grid: int, mesh: int
+) -> float:
+    """smECE_sigma (relplot): ``sum |num / dens| dens / sum dens`` on its mesh."""
+    from bayescal.classification._smooth import _DENSITY_EPS
+
+    _, sm = _relplot_smooth(p, rows, sigma, grid, mesh, np.float64)
+    num, dens = sm[0], sm[1] + _DENSITY_EPS
+    return float(np.sum(np.abs(num / dens) * dens) / np.sum(dens))
+
+
+def _smooth_bandwidth(p: np.ndarray, rows: np.ndarray) -> tuple[int, float]:
+    """``classification._smooth._fixed_point_kernel``: relplot's bisection for
+    ``sigma = smECE_sigma``; ``(k, smece)`` with the bandwidth ``k / 1024``."""
+    from bayescal.classification._smooth import _SEARCH_EPS, _SEARCH_STEPS, _UNIT
+
+    lo, hi, value = 0, _UNIT, math.nan
+    for i in range(_SEARCH_STEPS + 1):
+        k = _UNIT if i == 0 else (lo + hi) // 2
+        sigma = k / _UNIT
+        if sigma < _SEARCH_EPS:  # accepted without an evaluation (relplot's predicate)
+            lo = k
+            continue
+        err = _relplot_smece(p, rows, sigma, *_search_grid_sizes(k))
+        ok = sigma < err
+        if i == 0 or not ok:
+            hi, value = k, err
+        else:
+            lo = k
+        if i == 0 and ok:
+            break
+    return hi, value
+
+
+def _smooth_inputs(y_true: Any, y_prob: Any, bandwidth: Any) -> Any:
+    """Labels, probabilities and the bandwidth option (None or a float in (0, 1]), or
+    None for anything the kernel path decides."""
+    if bandwidth is not None and not (
+        type(bandwidth) in (float, int) and 0 < bandwidth <= 1
+    ):
+        return None
+    data = _binary(y_true, y_prob, None, True)
+    if data is None:
+        return None
+    return data[0], data[1], None if bandwidth is None else float(bandwidth)
+
+
+def _search_grid_sizes(k: int) -> tuple[int, int]:
+    """``classification._smooth._search_grid_sizes`` (integer arithmetic)."""
+    from bayescal.classification._smooth import _K_MIN, _MIN_MESH, _UNIT
+
+    k = max(k, _K_MIN)
+    grid = max((2 * 20 * _UNIT + k) // (2 * k), 2000) // 2 + 1
+    return grid, max((2 * 10 * _UNIT + k) // (2 * k), _MIN_MESH)
+
+
+def smooth_fixed_point(y_true: Any, y_prob: Any) -> tuple[float, jax.Array] | None:
+    """``(smece, bandwidth)`` of the fixed point on the host, or None; the bandwidth
+    as the kernel gives it (an array of the probabilities' dtype: traced, not static,
+    in the program it is passed to)."""
+    data = _smooth_inputs(y_true, y_prob, None)
+    if data is None:
+        return None
+    y, p, _ = data
+    rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+    k, err = _smooth_bandwidth(p, rows)
+    return err, _result(k / 1024, p.dtype)
+
+
+def smooth_calibration_error(
+    y_true: Any, y_prob: Any, *, bandwidth: Any = None, return_bandwidth: Any = False
+) -> Any:
+    """:func:`bayescal.classification.smooth_calibration_error` on the host (float64;
+    the bisection's decisions are the kernel's but for an error within float32
+    rounding of a bandwidth tried)."""
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    if data is None or not isinstance(return_bandwidth, bool):
+        return None
+    from bayescal.classification._smooth import _grid_sizes
+
+    y, p, sigma = data
+    rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+    if sigma is None:
+        k, err = _smooth_bandwidth(p, rows)
+        sigma = k / 1024
+    else:
+        err = _relplot_smece(p, rows, sigma, *_grid_sizes(sigma))
+    out = _result(err, p.dtype)
+    # the kernel's bandwidth leaves its program as an array of the dtype
+    return (out, float(np.asarray(sigma, p.dtype))) if return_bandwidth else out
+
+
+def smooth_reliability_curve(
+    y_true: Any, y_prob: Any, *, bandwidth: Any = None, num_points: Any = 200
+) -> Any:
+    """:func:`bayescal.classification.smooth_reliability_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+    from bayescal.classification._smooth import _DENSITY_EPS, _grid_sizes
+
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    ok_points = num_points is None or (type(num_points) is int and 2 <= num_points <= 10**6)
+    if data is None or not ok_points:
+        return None
+    y, p, sigma = data
+    if sigma is None:
+        rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+        k, _ = _smooth_bandwidth(p, rows)
+        sigma = k / 1024
+        grid = _search_grid_sizes(k)[0]
+    else:
+        grid = _grid_sizes(sigma)[0]
+    mesh = _grid_sizes(sigma)[1] if num_points is None else num_points
+    t, sm = _relplot_smooth(
+        p, np.stack([y.astype(np.float64), np.ones(p.size)]), sigma, grid, mesh, p.dtype
+    )
+    dens = sm[1] + _DENSITY_EPS
+    mu = sm[0] / dens
+    return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.bands import cell_draws
 from bayescal._src.bucketing import random_prefix_stable
@@ -274,6 +275,7 @@ def _resolve(y, p, w, bandwidth) -> tuple[_Bandwidth, jax.Array | None]:
 _BUCKET = {"y_true": 0, "y_prob": 0}
 
 
+@_host.first(_host.smooth_calibration_error)
 def smooth_calibration_error(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -381,6 +383,7 @@ def _mesh_size(num_points: Any, sigma: Any) -> int:
     return _grid_sizes(float(sigma))[1]
 
 
+@_host.first(_host.smooth_reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def smooth_reliability_curve(
     y_true: ArrayLike,
@@ -490,7 +493,9 @@ def _band_kernel(key, y, p, w, n, sigma, level, grid, *, grid_size, mesh, num_sa
     return t, mu[0], dens[0], lower, upper
 
 
-def _pointwise_quantiles(curves: jax.Array, level: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _pointwise_quantiles(
+    curves: jax.Array, level: jax.Array
+) -> tuple[jax.Array, jax.Array]:
     """``jnp.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)`` (NumPy's
     ``linear`` method) by the core's per-column quantiles (jnp.quantile's general
     code took ~1/5 of the band program's compile time)."""
@@ -561,14 +566,23 @@ def smooth_reliability_band(
         # then the band at that bandwidth with its grid known before compiling: one
         # convolution size and no search in the resampling program (0.87 s -> see
         # docs/benchmarks.md for the first call; equal to float precision).
-        _, found = _smooth_calibration_error(y_true, y_prob, bandwidth=None)
+        found = _host.smooth_fixed_point(y_true, y_prob) if _host.active() else None
+        if found is None:  # (on the host: no program for the search)
+            found = _smooth_calibration_error(y_true, y_prob, bandwidth=None)
+        found = found[1]
         grid, mesh = _grid_sizes(float(found))
         points = mesh if num_points is None else num_points
         return band(
             key, y_true, y_prob, bandwidth=found, grid=grid, num_points=points, **options
         )
     return band(
-        key, y_true, y_prob, bandwidth=bandwidth, grid=None, num_points=num_points, **options
+        key,
+        y_true,
+        y_prob,
+        bandwidth=bandwidth,
+        grid=None,
+        num_points=num_points,
+        **options,
     )
 
 
