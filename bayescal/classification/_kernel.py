@@ -51,13 +51,13 @@ class KernelCalibrationTest(NamedTuple):
 
 
 # --------------------------------------------------------------------------- inputs
-def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array]:
-    """Probabilities ``[N, C]`` and residuals ``e_y - p`` ``[N, C]``; binary ``[N]``
-    probabilities of class 1 become the two classes ``(1 - p, p)``."""
+def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array, bool]:
+    """Probabilities ``[N, C]``, residuals ``e_y - p`` ``[N, C]`` and whether the input
+    was binary: ``[N]`` probabilities of class 1 become the two classes ``(1 - p, p)``."""
     p = _v.as_float_array(y_prob, "y_prob")
     if p.ndim == 1:
         y, p = binary_inputs(y_true, y_prob)
-        return jnp.stack([1 - p, p], axis=1), jnp.stack([p - y, y - p], axis=1)
+        return jnp.stack([1 - p, p], axis=1), jnp.stack([p - y, y - p], axis=1), True
     if p.ndim != 2 or p.shape[1] < 2:
         raise ValueError(
             f"y_prob must be [N] probabilities of class 1 or [N, C] class probabilities "
@@ -73,7 +73,7 @@ def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array]:
     _v.check_in_unit_interval(p, "y_prob", "class probabilities")
     tol = 1e-4 if p.dtype == jnp.float32 else 1e-8
     _v.check_row_sums(p, "y_prob", tol * p.shape[1])
-    return p, jax.nn.one_hot(y, p.shape[1], dtype=p.dtype) - p
+    return p, jax.nn.one_hot(y, p.shape[1], dtype=p.dtype) - p, False
 
 
 # --------------------------------------------------------------------------- kernels
@@ -112,8 +112,20 @@ def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
     return jnp.sum(jax.lax.map(one, jnp.arange(nblocks)), axis=0)
 
 
-def _unbiased(p, r, w, nu):
+def _binary_cross(p, w, order, r1, nu):
+    """``sum_{a != b} K_ab R_a . R_b`` of a binary input, exactly in ``O(N log N)``:
+    for the two classes ``(1 - p, p)``, ``||p_a - p_b||_2 = sqrt(2) |p_a - p_b|`` and
+    ``R_a . R_b = 2 r_a r_b`` (``r`` class 1's residuals, [N] or [N, B]), so the sum is
+    twice a 1-D Laplacian kernel sum over the observations sorted by ``p``."""
+    scale = jnp.sqrt(jnp.asarray(2.0, p.dtype)) / nu
+    return 2 * _kc.laplace_cross(p[order, 1], w[order], r1[order], scale)
+
+
+def _unbiased(p, r, w, nu, binary=False):
     n = _kc.real_count(w).astype(p.dtype)
+    if binary:
+        order = _kc.sort_order(p[:, 1], w)
+        return _binary_cross(p, w, order, r[:, 1] * w, nu) / (n * (n - 1))
     rw = r * w[:, None]
     total = _quad(p, rw[:, :, None], nu)[0] - jnp.sum(rw * rw)
     return total / (n * (n - 1))
@@ -123,12 +135,12 @@ def _linear(p, r, w, nu):
     return _kc.linear_terms(functools.partial(_h, nu=nu), (p, r), w)
 
 
-@functools.partial(jax.jit, static_argnames=("estimator",))
-def _error_kernel(p, r, w, bandwidth, *, estimator):
+@functools.partial(jax.jit, static_argnames=("estimator", "binary"))
+def _error_kernel(p, r, w, bandwidth, *, estimator, binary=False):
     w = jnp.ones(p.shape[:1], p.dtype) if w is None else w
     nu = _bandwidth(p, w, bandwidth)
     if estimator == "unbiased":
-        return _unbiased(p, r, w, nu).astype(p.dtype)
+        return _unbiased(p, r, w, nu, binary).astype(p.dtype)
     return _kc.linear_estimate(*_linear(p, r, w, nu)).astype(p.dtype)
 
 
@@ -137,10 +149,15 @@ def _resample_batch(size: int, c: int, num_samples: int) -> int:
     return max(1, min(num_samples, _kc.BLOCK_VALUES // (size * c)))
 
 
-def _consistency_samples(key, p, w, nu, num_samples):
+def _consistency_samples(key, p, w, nu, num_samples, binary=False):
     """The unbiased SKCE of ``num_samples`` consistency resamples (Broecker & Smith
     2007; Widmann et al. 2019, section 5): predictions drawn with replacement from the
-    real observations, labels drawn from them, so every resample is calibrated."""
+    real observations, labels drawn from them, so every resample is calibrated.
+
+    A resample's points are copies of the observations, so its pair sum is
+    ``sum_{a,b} K_ab R_a . R_b`` over the observations, ``R_a`` the sum of the
+    residuals of ``a``'s copies, less the copies' own ``sum ||res||^2``; binary inputs
+    compute it exactly in ``O(N log N)`` with the observations' one sorted order."""
     size, c = p.shape
     n = _kc.real_count(w)
     nf = n.astype(p.dtype)
@@ -162,24 +179,30 @@ def _consistency_samples(key, p, w, nu, num_samples):
         agg = jnp.zeros((size, c), p.dtype).at[idx].add(res)
         return agg, jnp.sum(res * res)
 
+    order = _kc.sort_order(p[:, 1], w) if binary else None
+
     def one(i):
         ids = i * batch + jnp.arange(batch)
         agg, diag = jax.vmap(draw)(ids)  # [batch, N, C], [batch]
+        if binary:
+            r1 = agg[:, :, 1].T  # [N, batch]
+            same = 2 * jnp.sum(r1 * r1, axis=0) - diag  # pairs of copies of one point
+            return (_binary_cross(p, w, order, r1, nu) + same) / (nf * (nf - 1))
         quad = _quad(p, jnp.moveaxis(agg, 0, -1), nu)
         return (quad - diag) / (nf * (nf - 1))
 
     return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:num_samples]
 
 
-@functools.partial(jax.jit, static_argnames=("estimator", "num_samples"))
-def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples):
+@functools.partial(jax.jit, static_argnames=("estimator", "num_samples", "binary"))
+def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples, binary=False):
     w = jnp.ones(p.shape[:1], p.dtype) if w is None else w
     nu = _bandwidth(p, w, bandwidth)
     if estimator == "linear":
         stat, pv = _kc.linear_test(*_linear(p, r, w, nu))
     else:
-        stat = _unbiased(p, r, w, nu)
-        samples = _consistency_samples(key, p, w, nu, num_samples)
+        stat = _unbiased(p, r, w, nu, binary)
+        samples = _consistency_samples(key, p, w, nu, num_samples, binary)
         pv = (1 + jnp.sum(samples >= stat)) / (1 + num_samples)
     return KernelCalibrationTest(stat.astype(p.dtype), pv.astype(p.dtype), nu)
 
@@ -201,9 +224,9 @@ def _length(y_true: Any, y_prob: Any) -> int | None:
 
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def _kce(y_true, y_prob, *, estimator, bandwidth):
-    p, r = _inputs(y_true, y_prob)
+    p, r, binary = _inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape[:1], p.dtype)
-    return _error_kernel(p, r, w, bandwidth, estimator=estimator)
+    return _error_kernel(p, r, w, bandwidth, estimator=estimator, binary=binary)
 
 
 def kernel_calibration_error(
@@ -284,10 +307,10 @@ def kernel_calibration_error(
 
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def _kct(y_true, y_prob, key, *, estimator, bandwidth, num_samples):
-    p, r = _inputs(y_true, y_prob)
+    p, r, binary = _inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape[:1], p.dtype)
     return _test_kernel(
-        key, p, r, w, bandwidth, estimator=estimator, num_samples=num_samples
+        key, p, r, w, bandwidth, estimator=estimator, num_samples=num_samples, binary=binary
     )
 
 
