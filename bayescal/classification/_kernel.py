@@ -11,6 +11,15 @@ linear one :math:`\\lfloor n/2 \\rfloor^{-1} \\sum_i h_{2i-1, 2i}`. The quadrati
 is computed as :math:`\\sum_{a,b} K_{ab} R_a^\\top R_b - \\sum_a \\lVert R_a \\rVert^2`
 in blocks of rows of :math:`K` (memory ``O(N * block)``), which also serves the
 consistency resamples (all resamples of a batch in one product with each block).
+
+A binary input (``y_prob`` of shape [N], the two classes :math:`(1 - p, p)`) is
+computed exactly in ``O(N log N)``: :math:`\\lVert p_i - p_j \\rVert_2 = \\sqrt2
+|p_i - p_j|` and :math:`(e_{y_i} - p_i)^\\top (e_{y_j} - p_j) = 2 r_i r_j` with
+:math:`r = y - p`, so the sum is a 1-D Laplacian kernel sum: after sorting by
+:math:`p`, :math:`c_i = \\sum_{j<i} K_{ij} r_j` follows the recurrence
+:math:`c_i = e^{-\\sqrt2 (p_i - p_{i-1})/\\nu} (c_{i-1} + r_{i-1})` (factors at most
+1: stable; ties exact) and the pair sum is :math:`4 \\sum_i r_i c_i`. The resamples
+use the same sorted order (their points are copies of the observations).
 """
 
 from __future__ import annotations
@@ -247,7 +256,8 @@ def kernel_calibration_error(
         Predicted probabilities of class 1, or class probabilities (rows sum to 1).
     estimator : {"unbiased", "linear"}, default "unbiased"
         ``"unbiased"``: the quadratic U-statistic over all pairs (the paper's
-        :math:`\widehat{\mathrm{SKCE}}_{uq}`, O(N^2) time, O(N) memory in blocks);
+        :math:`\widehat{\mathrm{SKCE}}_{uq}`; binary: exactly, in O(N log N) by
+        sorting; multiclass: O(N^2) time, O(N) memory in blocks);
         ``"linear"``: the linear-time :math:`\widehat{\mathrm{SKCE}}_{ul}` over the
         disjoint pairs ``(0, 1), (2, 3), ...`` (unbiased too, with more variance;
         depends on the order of the observations).
@@ -280,8 +290,12 @@ def kernel_calibration_error(
     :math:`\widehat{\mathrm{SKCE}}_{ul} = \lfloor N/2\rfloor^{-1} \sum_{i}
     h_{2i, 2i+1}` (0-based; Widmann et al. 2019, eqs. in section 4 and Lemma 3). A
     binary ``y_prob`` is the two-class case :math:`(1 - p, p)`, so the value equals
-    that of ``y_prob=[1 - p, p]`` with the same labels. ``jax.jit`` and ``jax.vmap``
-    work; there invalid values give NaN.
+    that of ``y_prob=[1 - p, p]`` with the same labels (to float rounding). For it,
+    :math:`\lVert p_i - p_j\rVert_2 = \sqrt 2 |p_i - p_j|` and the residuals'
+    product is :math:`2 (y_i - p_i)(y_j - p_j)`: the pair sum is a 1-D Laplacian
+    kernel sum, computed exactly in O(N log N) by sorting ``y_prob`` and one linear
+    recurrence (a scan) over the sorted values. ``jax.jit`` and ``jax.vmap`` work;
+    there invalid values give NaN.
 
     References
     ----------
@@ -364,8 +378,9 @@ def kernel_calibration_test(
     2019, section 5): each resample draws N predictions with replacement from the data
     and a label from each drawn prediction, so it is calibrated by construction; the
     p-value is :math:`(1 + \#\{T_b \ge T\}) / (1 + B)` over the ``B`` resamples'
-    :math:`\widehat{\mathrm{SKCE}}_{uq}`. Cost O(B N^2): fine up to N of a few
-    thousand. The sizes of both tests at the 5% level are checked by simulation in the
+    :math:`\widehat{\mathrm{SKCE}}_{uq}`. Cost O(B N^2) for multiclass inputs (fine
+    up to N of a few thousand); binary inputs are computed exactly in O(B N + N log N)
+    (one sort, shared by the resamples; see :func:`kernel_calibration_error`). The sizes of both tests at the 5% level are checked by simulation in the
     tests. ``jax.jit`` and ``jax.vmap`` work (``key`` must then be a key).
 
     References
