@@ -10,8 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bayescal import classification as clf
+from bayescal.classification import _kernel as _kk
 
 X64 = bool(jax.config.jax_enable_x64)
 TOL = 1e-9 if X64 else 2e-5
@@ -186,6 +189,173 @@ def test_multiclass_jit_and_vmap_equal_eager():
         np.testing.assert_allclose(batched, loop, rtol=1e-4, atol=10 * TOL)
         jitted = float(jax.jit(fn)(jnp.asarray(ys[0]), jnp.asarray(ps[0])))
         np.testing.assert_allclose(jitted, loop[0], rtol=1e-4, atol=10 * TOL)
+
+
+# ----------------------------------------------------------------- binary O(N log N)
+# A binary y_prob's U-statistic is a 1-D Laplacian kernel sum, computed exactly by
+# sorting and a linear recurrence; these compare it with O(N^2) references: the
+# blocked two-class path (``binary=False``, what the multiclass input runs) and a
+# float64 NumPy matrix product. Tolerance: both sides are sums of the n(n-1) terms
+# h_ij, |h_ij| <= 2 |r_i| |r_j|, so each is off by at most ~(n + 8) eps times
+# M = 2 (sum_i |r_i|)^2 / (n (n - 1)) (the recurrence adds up to n terms in sequence;
+# the blocked sum less); 4x that is asserted (measured: <= 1e-7 M in float32 and
+# <= 3e-16 M in x64 at n = 1e4).
+EPS = float(np.finfo(_dtype()).eps)
+
+
+def _scale(y, p):
+    r = np.asarray(y, np.float64) - np.asarray(p, np.float64)
+    n = len(r)
+    return 2 * np.abs(r).sum() ** 2 / (n * (n - 1))
+
+
+def _tol(y, p):
+    return 4 * (len(p) + 8) * EPS * _scale(y, p)
+
+
+def _numpy_uq(y, p, nu):
+    """The binary U-statistic in float64 as the (1 - p, p) two-class double sum."""
+    p = np.asarray(p, np.float64)
+    pp = np.stack([1 - p, p], axis=1)
+    r = np.stack([p - y, y - p], axis=1)
+    d = np.sqrt(((pp[:, None] - pp[None]) ** 2).sum(-1))
+    k = np.exp(-d / nu)
+    np.fill_diagonal(k, 0)
+    n = len(p)
+    return float(np.einsum("ij,ic,jc->", k, r, r)) / (n * (n - 1))
+
+
+def _quadratic(y, p, nu, w=None):
+    """The O(N^2) blocked path of the package on the two-class form (the reference)."""
+    pp, r, binary = _kk._inputs(np.asarray(y, _dtype()), np.asarray(p, _dtype()))
+    assert binary
+    return float(_kk._error_kernel(pp, r, w, nu, estimator="unbiased", binary=False))
+
+
+def _fast(y, p, nu, w=None):
+    pp, r, _ = _kk._inputs(np.asarray(y, _dtype()), np.asarray(p, _dtype()))
+    return float(_kk._error_kernel(pp, r, w, nu, estimator="unbiased", binary=True))
+
+
+@given(
+    st.integers(2, 200),
+    st.integers(0, 2**31 - 1),
+    st.sampled_from([None, 0.05, 0.4, 3.0]),
+    st.sampled_from([0, 3, 20]),
+)
+def test_binary_unbiased_is_the_pair_sum_hypothesis(n, seed, bandwidth, levels):
+    # random inputs; levels > 0 rounds p to a grid (many ties, factor exactly 1)
+    rng = np.random.default_rng(seed)
+    p = rng.random(n)
+    if levels:
+        p = np.round(p * levels) / levels
+    y = (rng.random(n) < p).astype(np.float64)
+    p = p.astype(_dtype())
+    got = float(clf.kernel_calibration_error(y, p, bandwidth=bandwidth))
+    nu = bandwidth
+    if nu is None:  # the median heuristic, unchanged (the linear test reports it)
+        nu = float(clf.kernel_calibration_test(y, p, estimator="unbiased", key=0,
+                                               num_samples=1).bandwidth)
+    ref = _numpy_uq(y, p, nu)
+    assert abs(got - ref) <= _tol(y, p), (got, ref, _tol(y, p))
+
+
+@pytest.mark.parametrize("n", [2, 3, 700, 3000])
+@pytest.mark.parametrize("kind", ["random", "ties", "constant", "extremes"])
+def test_binary_unbiased_equals_the_blocked_quadratic_path(n, kind):
+    rng = np.random.default_rng(n)
+    p = {
+        "random": rng.random(n),
+        "ties": np.round(rng.random(n) * 7) / 7,
+        "constant": np.full(n, 0.3),
+        "extremes": rng.choice([0.0, 1.0, 0.5], n),
+    }[kind]
+    y = (rng.random(n) < p).astype(np.float64)
+    p = p.astype(_dtype())
+    for nu in (0.01, 0.3, None):
+        nu_ = nu
+        if nu is None:
+            pp, _, _ = _kk._inputs(y, p)
+            nu_ = float(_kk._bandwidth(pp, jnp.ones(n, pp.dtype), None))
+        ref = _quadratic(y, p, nu_)
+        assert abs(_fast(y, p, nu_) - ref) <= _tol(y, p), (kind, nu)
+        got = float(clf.kernel_calibration_error(y, p, bandwidth=nu))
+        assert abs(got - ref) <= _tol(y, p), (kind, nu)
+
+
+def test_binary_padding_adds_nothing():
+    # weight-0 rows anywhere in the sort (here: values inside the data, repeated and
+    # extreme) leave the sum of the real rows unchanged
+    rng = np.random.default_rng(5)
+    n, pad = 90, 38
+    p = rng.random(n + pad).astype(_dtype())
+    p[n:n + 5] = p[3]
+    p[n + 5] = 0.0
+    y = (rng.random(n + pad) < p).astype(np.float64)
+    w = np.r_[np.ones(n), np.zeros(pad)].astype(_dtype())
+    padded = _fast(y, p, 0.2, jnp.asarray(w))
+    assert abs(padded - _fast(y[:n], p[:n], 0.2)) <= _tol(y[:n], p[:n])
+    assert abs(padded - _numpy_uq(y[:n], p[:n], 0.2)) <= _tol(y[:n], p[:n])
+
+
+@pytest.mark.parametrize("n", [37, 300, 1000])
+def test_binary_eager_buckets_equal_jit_and_the_reference(n):
+    # eager calls pad to a bucket (256, 320, 1024); jit runs the unpadded arrays
+    y, p = _binary(n, 40 + n, shrink=0.8)
+    yj, pj = jnp.asarray(y), jnp.asarray(p)
+    eager = float(clf.kernel_calibration_error(y, p))
+    traced = float(jax.jit(clf.kernel_calibration_error)(yj, pj))
+    nu = float(clf.kernel_calibration_test(y, p).bandwidth)
+    ref = _quadratic(y, p, nu)
+    for got in (eager, traced):
+        assert abs(got - ref) <= _tol(y, p)
+
+
+def test_binary_vmap_of_the_fast_path_equals_a_loop_and_the_reference():
+    ys, ps = zip(*[_binary(64, 70 + s, shrink=0.6) for s in range(4)], strict=True)
+    ys, ps = np.stack(ys), np.stack(ps)
+    batched = np.asarray(jax.vmap(clf.kernel_calibration_error)(jnp.asarray(ys), jnp.asarray(ps)))
+    for a, b, got in zip(ys, ps, batched, strict=True):
+        loop = float(clf.kernel_calibration_error(a, b))
+        nu = float(clf.kernel_calibration_test(a, b).bandwidth)
+        assert abs(got - loop) <= _tol(a, b)
+        assert abs(got - _quadratic(a, b, nu)) <= _tol(a, b)
+
+
+@pytest.mark.parametrize("n,num", [(2, 3), (57, 30), (600, 45)])
+def test_binary_consistency_resamples_equal_the_blocked_quadratic_path(n, num):
+    # the same draws (key, index) summed both ways: sorted O(N log N) and O(N^2) blocks
+    rng = np.random.default_rng(n)
+    p = np.round(rng.random(n) * 9) / 9 if n > 2 else rng.random(n)
+    y = (rng.random(n) < p).astype(np.float64)
+    pp, _, _ = _kk._inputs(y, p.astype(_dtype()))
+    key = jax.random.key(n)
+    for pad in (0, 11):
+        ppad = jnp.concatenate([pp, jnp.repeat(pp[-1:], pad, axis=0)])
+        w = jnp.r_[jnp.ones(n), jnp.zeros(pad)].astype(pp.dtype)
+        fast = _kk._consistency_samples(key, ppad, w, 0.25, num, True)
+        slow = _kk._consistency_samples(key, ppad, w, 0.25, num, False)
+        # a resample's residuals are each at most 1: M <= 2
+        np.testing.assert_allclose(np.asarray(fast), np.asarray(slow), rtol=0,
+                                   atol=8 * (n + 8) * EPS)
+
+
+def test_binary_unbiased_test_p_values_jit_and_vmap_equal_eager():
+    ys, ps = zip(*[_binary(80, 90 + s, shrink=0.7) for s in range(3)], strict=True)
+    ys, ps = np.stack(ys), np.stack(ps)
+    keys = jax.random.split(jax.random.key(4), 3)
+
+    def fn(a, b, k):
+        return clf.kernel_calibration_test(a, b, estimator="unbiased", key=k, num_samples=60)
+
+    batched = jax.vmap(fn)(jnp.asarray(ys), jnp.asarray(ps), keys)
+    for i in range(3):
+        eager = fn(ys[i], ps[i], keys[i])
+        jitted = jax.jit(fn)(jnp.asarray(ys[i]), jnp.asarray(ps[i]), keys[i])
+        for got in (jitted, jax.tree_util.tree_map(lambda x, i=i: x[i], batched)):
+            assert float(got.p_value) == float(eager.p_value)
+            assert abs(float(got.statistic) - float(eager.statistic)) <= _tol(ys[i], ps[i])
+            np.testing.assert_allclose(float(got.bandwidth), float(eager.bandwidth), rtol=1e-6)
 
 
 # ----------------------------------------------------------------- bad input

@@ -90,7 +90,11 @@ def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) 
     d = dist(rows, cols)
     valid = (k[:, None] < k[None, :]) & (k[None, :] < m)
     count = (m * (m - 1)) // 2
-    s = jnp.sort(jnp.where(valid, d, jnp.inf).ravel())
+    if points > 1:  # sort the upper triangle only: the same values, half the sort
+        iu, ju = np.triu_indices(points, 1)
+        s = jnp.sort(jnp.where(ju < m, d[iu, ju], jnp.inf))
+    else:
+        s = jnp.sort(jnp.where(valid, d, jnp.inf).ravel())
     c = jnp.maximum(count, 1)
     med = (s[(c - 1) // 2] + s[c // 2]) / 2
     mean = jnp.sum(jnp.where(valid, d, 0)) / jnp.maximum(count, 1).astype(d.dtype)
@@ -161,3 +165,34 @@ def linear_test(terms: jax.Array, valid: jax.Array) -> tuple[jax.Array, jax.Arra
     # every term equal (e.g. all 0): no evidence against calibration unless mean > 0
     p = jnp.where(var > 0, p, jnp.where(mean > 0, 0.0, 1.0).astype(terms.dtype))
     return mean, p.astype(terms.dtype)
+
+
+# --------------------------------------------------------------------------- 1-D exact
+def sort_order(x: jax.Array, w: jax.Array) -> jax.Array:
+    """The indices sorting ``x`` ascending, the padding (weight 0) last."""
+    return jnp.argsort(jnp.where(w > 0, x, jnp.inf))
+
+
+def laplace_cross(xs: jax.Array, ws: jax.Array, rs: jax.Array, scale: jax.Array) -> jax.Array:
+    """``sum_{i != j} exp(-scale |x_i - x_j|) r_i r_j`` per column of ``rs`` [N, ...],
+    exactly in ``O(N log N)``, for ``xs`` sorted ascending (``ws`` its weights, the
+    padding last, its ``rs`` 0).
+
+    With ``c_i = sum_{j < i} exp(-scale (x_i - x_j)) r_j``, the sum is
+    ``2 sum_i r_i c_i``, and ``c`` obeys ``c_0 = 0``,
+    ``c_i = f_i (c_{i-1} + r_{i-1})``, ``f_i = exp(-scale (x_i - x_{i-1})) <= 1``: a
+    linear recurrence (every factor at most 1, so stable), run by ``lax.scan`` (on
+    CPU it compiles in a tenth of the time of ``lax.associative_scan`` and runs as
+    fast). Ties have factor 1 exactly; the padding gets factor 1 (its ``r`` is 0: it
+    adds nothing).
+    """
+    dx = jnp.where(ws[1:] > 0, xs[1:] - xs[:-1], 0)
+    f = jnp.exp(-scale * dx).reshape((-1,) + (1,) * (rs.ndim - 1))
+
+    def step(c, inp):
+        fi, prev = inp
+        c = fi * (c + prev)
+        return c, c
+
+    _, c = jax.lax.scan(step, jnp.zeros_like(rs[0]), (f, rs[:-1]))
+    return 2 * jnp.sum(rs[1:] * c, axis=0)

@@ -11,6 +11,15 @@ linear one :math:`\\lfloor n/2 \\rfloor^{-1} \\sum_i h_{2i-1, 2i}`. The quadrati
 is computed as :math:`\\sum_{a,b} K_{ab} R_a^\\top R_b - \\sum_a \\lVert R_a \\rVert^2`
 in blocks of rows of :math:`K` (memory ``O(N * block)``), which also serves the
 consistency resamples (all resamples of a batch in one product with each block).
+
+A binary input (``y_prob`` of shape [N], the two classes :math:`(1 - p, p)`) is
+computed exactly in ``O(N log N)``: :math:`\\lVert p_i - p_j \\rVert_2 = \\sqrt2
+|p_i - p_j|` and :math:`(e_{y_i} - p_i)^\\top (e_{y_j} - p_j) = 2 r_i r_j` with
+:math:`r = y - p`, so the sum is a 1-D Laplacian kernel sum: after sorting by
+:math:`p`, :math:`c_i = \\sum_{j<i} K_{ij} r_j` follows the recurrence
+:math:`c_i = e^{-\\sqrt2 (p_i - p_{i-1})/\\nu} (c_{i-1} + r_{i-1})` (factors at most
+1: stable; ties exact) and the pair sum is :math:`4 \\sum_i r_i c_i`. The resamples
+use the same sorted order (their points are copies of the observations).
 """
 
 from __future__ import annotations
@@ -51,13 +60,13 @@ class KernelCalibrationTest(NamedTuple):
 
 
 # --------------------------------------------------------------------------- inputs
-def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array]:
-    """Probabilities ``[N, C]`` and residuals ``e_y - p`` ``[N, C]``; binary ``[N]``
-    probabilities of class 1 become the two classes ``(1 - p, p)``."""
+def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array, bool]:
+    """Probabilities ``[N, C]``, residuals ``e_y - p`` ``[N, C]`` and whether the input
+    was binary: ``[N]`` probabilities of class 1 become the two classes ``(1 - p, p)``."""
     p = _v.as_float_array(y_prob, "y_prob")
     if p.ndim == 1:
         y, p = binary_inputs(y_true, y_prob)
-        return jnp.stack([1 - p, p], axis=1), jnp.stack([p - y, y - p], axis=1)
+        return jnp.stack([1 - p, p], axis=1), jnp.stack([p - y, y - p], axis=1), True
     if p.ndim != 2 or p.shape[1] < 2:
         raise ValueError(
             f"y_prob must be [N] probabilities of class 1 or [N, C] class probabilities "
@@ -73,7 +82,7 @@ def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array]:
     _v.check_in_unit_interval(p, "y_prob", "class probabilities")
     tol = 1e-4 if p.dtype == jnp.float32 else 1e-8
     _v.check_row_sums(p, "y_prob", tol * p.shape[1])
-    return p, jax.nn.one_hot(y, p.shape[1], dtype=p.dtype) - p
+    return p, jax.nn.one_hot(y, p.shape[1], dtype=p.dtype) - p, False
 
 
 # --------------------------------------------------------------------------- kernels
@@ -112,8 +121,20 @@ def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
     return jnp.sum(jax.lax.map(one, jnp.arange(nblocks)), axis=0)
 
 
-def _unbiased(p, r, w, nu):
+def _binary_cross(p, w, order, r1, nu):
+    """``sum_{a != b} K_ab R_a . R_b`` of a binary input, exactly in ``O(N log N)``:
+    for the two classes ``(1 - p, p)``, ``||p_a - p_b||_2 = sqrt(2) |p_a - p_b|`` and
+    ``R_a . R_b = 2 r_a r_b`` (``r`` class 1's residuals, [N] or [N, B]), so the sum is
+    twice a 1-D Laplacian kernel sum over the observations sorted by ``p``."""
+    scale = jnp.sqrt(jnp.asarray(2.0, p.dtype)) / nu
+    return 2 * _kc.laplace_cross(p[order, 1], w[order], r1[order], scale)
+
+
+def _unbiased(p, r, w, nu, binary=False):
     n = _kc.real_count(w).astype(p.dtype)
+    if binary:
+        order = _kc.sort_order(p[:, 1], w)
+        return _binary_cross(p, w, order, r[:, 1] * w, nu) / (n * (n - 1))
     rw = r * w[:, None]
     total = _quad(p, rw[:, :, None], nu)[0] - jnp.sum(rw * rw)
     return total / (n * (n - 1))
@@ -123,12 +144,12 @@ def _linear(p, r, w, nu):
     return _kc.linear_terms(functools.partial(_h, nu=nu), (p, r), w)
 
 
-@functools.partial(jax.jit, static_argnames=("estimator",))
-def _error_kernel(p, r, w, bandwidth, *, estimator):
+@functools.partial(jax.jit, static_argnames=("estimator", "binary"))
+def _error_kernel(p, r, w, bandwidth, *, estimator, binary=False):
     w = jnp.ones(p.shape[:1], p.dtype) if w is None else w
     nu = _bandwidth(p, w, bandwidth)
     if estimator == "unbiased":
-        return _unbiased(p, r, w, nu).astype(p.dtype)
+        return _unbiased(p, r, w, nu, binary).astype(p.dtype)
     return _kc.linear_estimate(*_linear(p, r, w, nu)).astype(p.dtype)
 
 
@@ -137,10 +158,15 @@ def _resample_batch(size: int, c: int, num_samples: int) -> int:
     return max(1, min(num_samples, _kc.BLOCK_VALUES // (size * c)))
 
 
-def _consistency_samples(key, p, w, nu, num_samples):
+def _consistency_samples(key, p, w, nu, num_samples, binary=False):
     """The unbiased SKCE of ``num_samples`` consistency resamples (Broecker & Smith
     2007; Widmann et al. 2019, section 5): predictions drawn with replacement from the
-    real observations, labels drawn from them, so every resample is calibrated."""
+    real observations, labels drawn from them, so every resample is calibrated.
+
+    A resample's points are copies of the observations, so its pair sum is
+    ``sum_{a,b} K_ab R_a . R_b`` over the observations, ``R_a`` the sum of the
+    residuals of ``a``'s copies, less the copies' own ``sum ||res||^2``; binary inputs
+    compute it exactly in ``O(N log N)`` with the observations' one sorted order."""
     size, c = p.shape
     n = _kc.real_count(w)
     nf = n.astype(p.dtype)
@@ -162,24 +188,30 @@ def _consistency_samples(key, p, w, nu, num_samples):
         agg = jnp.zeros((size, c), p.dtype).at[idx].add(res)
         return agg, jnp.sum(res * res)
 
+    order = _kc.sort_order(p[:, 1], w) if binary else None
+
     def one(i):
         ids = i * batch + jnp.arange(batch)
         agg, diag = jax.vmap(draw)(ids)  # [batch, N, C], [batch]
+        if binary:
+            r1 = agg[:, :, 1].T  # [N, batch]
+            same = 2 * jnp.sum(r1 * r1, axis=0) - diag  # pairs of copies of one point
+            return (_binary_cross(p, w, order, r1, nu) + same) / (nf * (nf - 1))
         quad = _quad(p, jnp.moveaxis(agg, 0, -1), nu)
         return (quad - diag) / (nf * (nf - 1))
 
     return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:num_samples]
 
 
-@functools.partial(jax.jit, static_argnames=("estimator", "num_samples"))
-def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples):
+@functools.partial(jax.jit, static_argnames=("estimator", "num_samples", "binary"))
+def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples, binary=False):
     w = jnp.ones(p.shape[:1], p.dtype) if w is None else w
     nu = _bandwidth(p, w, bandwidth)
     if estimator == "linear":
         stat, pv = _kc.linear_test(*_linear(p, r, w, nu))
     else:
-        stat = _unbiased(p, r, w, nu)
-        samples = _consistency_samples(key, p, w, nu, num_samples)
+        stat = _unbiased(p, r, w, nu, binary)
+        samples = _consistency_samples(key, p, w, nu, num_samples, binary)
         pv = (1 + jnp.sum(samples >= stat)) / (1 + num_samples)
     return KernelCalibrationTest(stat.astype(p.dtype), pv.astype(p.dtype), nu)
 
@@ -201,9 +233,9 @@ def _length(y_true: Any, y_prob: Any) -> int | None:
 
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def _kce(y_true, y_prob, *, estimator, bandwidth):
-    p, r = _inputs(y_true, y_prob)
+    p, r, binary = _inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape[:1], p.dtype)
-    return _error_kernel(p, r, w, bandwidth, estimator=estimator)
+    return _error_kernel(p, r, w, bandwidth, estimator=estimator, binary=binary)
 
 
 def kernel_calibration_error(
@@ -224,7 +256,8 @@ def kernel_calibration_error(
         Predicted probabilities of class 1, or class probabilities (rows sum to 1).
     estimator : {"unbiased", "linear"}, default "unbiased"
         ``"unbiased"``: the quadratic U-statistic over all pairs (the paper's
-        :math:`\widehat{\mathrm{SKCE}}_{uq}`, O(N^2) time, O(N) memory in blocks);
+        :math:`\widehat{\mathrm{SKCE}}_{uq}`; binary: exactly, in O(N log N) by
+        sorting; multiclass: O(N^2) time, O(N) memory in blocks);
         ``"linear"``: the linear-time :math:`\widehat{\mathrm{SKCE}}_{ul}` over the
         disjoint pairs ``(0, 1), (2, 3), ...`` (unbiased too, with more variance;
         depends on the order of the observations).
@@ -257,8 +290,12 @@ def kernel_calibration_error(
     :math:`\widehat{\mathrm{SKCE}}_{ul} = \lfloor N/2\rfloor^{-1} \sum_{i}
     h_{2i, 2i+1}` (0-based; Widmann et al. 2019, eqs. in section 4 and Lemma 3). A
     binary ``y_prob`` is the two-class case :math:`(1 - p, p)`, so the value equals
-    that of ``y_prob=[1 - p, p]`` with the same labels. ``jax.jit`` and ``jax.vmap``
-    work; there invalid values give NaN.
+    that of ``y_prob=[1 - p, p]`` with the same labels (to float rounding). For it,
+    :math:`\lVert p_i - p_j\rVert_2 = \sqrt 2 |p_i - p_j|` and the residuals'
+    product is :math:`2 (y_i - p_i)(y_j - p_j)`: the pair sum is a 1-D Laplacian
+    kernel sum, computed exactly in O(N log N) by sorting ``y_prob`` and one linear
+    recurrence (a scan) over the sorted values. ``jax.jit`` and ``jax.vmap`` work;
+    there invalid values give NaN.
 
     References
     ----------
@@ -284,10 +321,10 @@ def kernel_calibration_error(
 
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
 def _kct(y_true, y_prob, key, *, estimator, bandwidth, num_samples):
-    p, r = _inputs(y_true, y_prob)
+    p, r, binary = _inputs(y_true, y_prob)
     w = _v.mask_weights(None, p.shape[:1], p.dtype)
     return _test_kernel(
-        key, p, r, w, bandwidth, estimator=estimator, num_samples=num_samples
+        key, p, r, w, bandwidth, estimator=estimator, num_samples=num_samples, binary=binary
     )
 
 
@@ -341,8 +378,9 @@ def kernel_calibration_test(
     2019, section 5): each resample draws N predictions with replacement from the data
     and a label from each drawn prediction, so it is calibrated by construction; the
     p-value is :math:`(1 + \#\{T_b \ge T\}) / (1 + B)` over the ``B`` resamples'
-    :math:`\widehat{\mathrm{SKCE}}_{uq}`. Cost O(B N^2): fine up to N of a few
-    thousand. The sizes of both tests at the 5% level are checked by simulation in the
+    :math:`\widehat{\mathrm{SKCE}}_{uq}`. Cost O(B N^2) for multiclass inputs (fine
+    up to N of a few thousand); binary inputs are computed exactly in O(B N + N log N)
+    (one sort, shared by the resamples; see :func:`kernel_calibration_error`). The sizes of both tests at the 5% level are checked by simulation in the
     tests. ``jax.jit`` and ``jax.vmap`` work (``key`` must then be a key).
 
     References
