@@ -28,7 +28,11 @@ FITS = {
     "histogram": clf.fit_histogram_binning,
 }
 DT = np.float64 if jax.config.jax_enable_x64 else np.float32  # select_calibrator's dtype
-TOL = dict(rtol=2e-4, atol=2e-5) if not jax.config.jax_enable_x64 else dict(rtol=1e-7, atol=1e-9)
+TOL = (
+    dict(rtol=2e-4, atol=2e-5)
+    if not jax.config.jax_enable_x64
+    else dict(rtol=1e-7, atol=1e-9)
+)
 
 
 def _data(n, seed, power=1.0):
@@ -69,7 +73,9 @@ def test_table_equals_a_loop_over_folds_and_candidates(score):
     np.testing.assert_allclose(res.fold_scores, ref, **TOL)
     k = ref.shape[1]
     np.testing.assert_allclose(res.mean, ref.mean(1), **TOL)
-    np.testing.assert_allclose(res.se, ref.std(1, ddof=1) / np.sqrt(k), rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(
+        res.se, ref.std(1, ddof=1) / np.sqrt(k), rtol=2e-3, atol=1e-6
+    )
     paired = ref - ref[0]
     np.testing.assert_allclose(res.diff_none, paired.mean(1), rtol=2e-3, atol=3e-5)
     np.testing.assert_allclose(
@@ -87,7 +93,12 @@ def test_own_folds_and_weights_match_the_loop():
     folds = np.arange(200) % 4
     w = np.random.default_rng(0).integers(0, 4, 200).astype(float)
     res = clf.select_calibrator(
-        y, p, folds=folds, weights=w, score="brier", candidates=("none", "platt", "beta", "isotonic")
+        y,
+        p,
+        folds=folds,
+        weights=w,
+        score="brier",
+        candidates=("none", "platt", "beta", "isotonic"),
     )
     ref = _reference(y, np.asarray(p, DT), folds, res.names, "brier", weights=w)
     np.testing.assert_allclose(res.fold_scores, ref, **TOL)
@@ -169,9 +180,15 @@ def test_a_registered_candidate_joins_in_one_line(monkeypatch):
         Candidate(lambda y, p, w: clf.fit_platt(y, p, weights=w, soft_labels=False)),
     )
     y, p = _data(200, seed=10, power=2.0)
-    res = clf.select_calibrator(y, p, key=0, candidates=("none", "platt_hard"), score="brier")
-    fits = {**FITS, "platt_hard": lambda y, p, weights: clf.fit_platt(
-        y, p, weights=weights, soft_labels=False)}
+    res = clf.select_calibrator(
+        y, p, key=0, candidates=("none", "platt_hard"), score="brier"
+    )
+    fits = {
+        **FITS,
+        "platt_hard": lambda y, p, weights: clf.fit_platt(
+            y, p, weights=weights, soft_labels=False
+        ),
+    }
     ref = _reference(y, np.asarray(p, DT), res.folds, res.names, "brier", fits=fits)
     np.testing.assert_allclose(res.fold_scores, ref, **TOL)
 
@@ -308,3 +325,39 @@ def test_a_first_call_compiles_at_most_the_fold_program():
 
     y, p = _data(5000, seed=15, power=2.0)
     assert compilations_during(lambda: clf.select_calibrator(y, p, key=0)) <= 1
+
+
+@pytest.mark.parametrize("name", ["bbq", "spline"])
+def test_named_candidates_numpy_fits_equal_the_compiled_kernel(name, monkeypatch):
+    # "bbq" and "spline" fit on the host through their public fits' NumPy twins, one
+    # per fold row with the row's weights; the compiled kernel vmaps the same fits
+    from bayescal._src import selection
+
+    y, p = _data(300, seed=16, power=2.0)
+    kw = dict(key=6, score="brier", candidates=("none", name))
+
+    def run(host):
+        monkeypatch.setattr(selection, "on_host", lambda n: host)
+        return clf.select_calibrator(y, p, **kw)
+
+    a, b = run(True), run(False)
+    tol = dict(rtol=1e-4, atol=1e-5) if name == "spline" else TOL
+    np.testing.assert_allclose(a.fold_scores, b.fold_scores, **tol)
+    if a.calibrator is not None:
+        assert type(a.calibrator) is type(b.calibrator)
+        grid = np.linspace(0.01, 0.99, 97, dtype=DT)
+        np.testing.assert_allclose(a.calibrator(grid), b.calibrator(grid), **tol)
+
+
+def test_spline_can_win_where_the_truth_is_not_sigmoid():
+    # y ~ Bernoulli(p^3): its log-odds are not linear in logit(p), which Platt's two
+    # parameters cannot follow; the spline is first or within one standard error of
+    # the best, and better than no recalibration
+    rng = np.random.default_rng(17)
+    p = rng.uniform(0.01, 0.99, 3000)
+    y = (rng.uniform(size=p.size) < p**3).astype(int)
+    res = clf.select_calibrator(y, p, key=0, candidates=("none", "platt", "spline"))
+    best = int(np.argmin(res.mean))
+    i = res.names.index("spline")
+    assert res.mean[i] <= res.mean[best] + res.se[best]
+    assert res.mean[i] < res.mean[res.names.index("none")]

@@ -30,6 +30,7 @@ from bayescal.classification._calibrators import (
 )
 from bayescal.classification._cross import _check_folds, _stratified_folds
 from bayescal.classification._inputs import check_eps
+from bayescal.classification._spline import fit_spline
 
 __all__ = ["CalibratorSelection", "CANDIDATES", "select_calibrator"]
 
@@ -154,9 +155,33 @@ def _host_histogram(data, w_rows, num_bins=10):
     return q, build
 
 
+def _host_rows(fit):
+    """The ``host`` fit of a candidate whose public ``fit_*`` and calibrator call have
+    NumPy twins (``bayescal._src.host``): one public fit per weight row, on all the
+    observations with the row's weights (0 for the rows it must ignore, as the
+    compiled fits see them), and its calibrated probabilities. Where a twin declines,
+    the public function runs its compiled kernel: the same result, slower."""
+
+    def host(data, w_rows):
+        y, p = data
+        cals = [fit(y, p, w.astype(p.dtype)) for w in w_rows]
+        q = np.stack([np.asarray(cal(p), np.float64) for cal in cals])
+        return q, lambda r: cals[r]
+
+    return host
+
+
+def _fit_spline(y, p, w):
+    return fit_spline(y, p, weights=w)
+
+
+def _fit_bbq(y, p, w):
+    return fit_bbq(y, p, weights=w)
+
+
 #: The candidates :func:`select_calibrator` knows, by name. A new binary calibrator
-#: joins with one line, e.g. ``CANDIDATES["spline"] = Candidate(lambda y, p, w:
-#: fit_spline(y, p, weights=w))`` (its fit must trace under ``jit``/``vmap`` and take
+#: joins with one line, e.g. ``CANDIDATES["venn_abers"] = Candidate(lambda y, p, w:
+#: fit_venn_abers(y, p, weights=w))`` (its fit must trace under ``jit``/``vmap`` and take
 #: observation weights; see :class:`bayescal._src.selection.Candidate`; a ``host=``
 #: NumPy version of the fits spares small inputs the compilation). Register at import
 #: time: the program compiled for a tuple of names is reused.
@@ -177,8 +202,9 @@ CANDIDATES: dict[str, _sel.Candidate] = {
     "histogram": _sel.Candidate(
         lambda y, p, w: fit_histogram_binning(y, p, weights=w), host=_host_histogram
     ),
-    # compiled only (no host twin); its model range counts the fold's rows of weight > 0
-    "bbq": _sel.Candidate(lambda y, p, w: fit_bbq(y, p, weights=w)),
+    # its model range counts the fold's rows of weight > 0
+    "bbq": _sel.Candidate(_fit_bbq, host=_host_rows(_fit_bbq)),
+    "spline": _sel.Candidate(_fit_spline, host=_host_rows(_fit_spline)),
 }
 
 
@@ -322,8 +348,9 @@ def select_calibrator(
     candidates : tuple of str, default ("none", "platt", "isotonic", "beta", "histogram")
         Names in :data:`CANDIDATES`: ``"none"`` (the raw probabilities), and the
         calibrators of :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_beta`,
-        :func:`fit_histogram_binning`, with their defaults; ``"bbq"`` (:func:`fit_bbq`,
-        not a default) can be named too.
+        :func:`fit_histogram_binning`, with their defaults; ``"bbq"`` (:func:`fit_bbq`)
+        and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
+        cross-validation within each fold) are not defaults but can be named too.
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
     folds : int or array_like of int, default 5
