@@ -24,12 +24,20 @@ import jax.numpy as jnp
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
+from bayescal._src import xla_options
 from bayescal._src.resampling import as_key
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
 
 # The arguments with an observation axis (padded to a bucket in eager calls).
 _BUCKET = {"y_true": 0, "loc": 0, "scale": 0}
+
+
+def _compiler_options(size: int) -> dict[str, Any]:
+    """XLA's optimised CPU code at every N: the O(N^2) pair sum of exponentials ran
+    2.5x faster than with the quick compile's unoptimised code at N = 1e4 (0.78 vs
+    1.95 s) and its first call was faster too (1.3 vs 2.3 s, 2-core CPU machine)."""
+    return xla_options.compiler_options(size, 0)
 
 
 class KernelCalibrationTest(NamedTuple):
@@ -113,6 +121,28 @@ def _h(a, b, nu, ell):
     )
 
 
+def _h_sum(a, b, nu, ell):
+    """A pair function with the U-statistic's sum of :func:`_h`: ``k_P`` is symmetric,
+    so the two cross terms of ``h_ij`` and ``h_ji`` sum alike and
+    ``sum_{i != j} h_ij = sum_{i != j} k_P (k_Y - 2 E_{Z ~ P_i} k_Y(Z, y_j) + E k_Y(Z,
+    Z'))``; the rows carry ``l / sqrt(l^2 + s^2)`` and ``1 / (2 (l^2 + s^2))``
+    precomputed (one exponential fewer per pair, no division)."""
+    (ya, ma, sa, fa, ca), (yb, mb, sb, _, _) = a, b
+    kp = jnp.exp(-_w2((ma, sa), (mb, sb)) / nu)
+    inv2l2 = 1 / (2 * ell * ell)
+    ky = jnp.exp(-((ya - yb) ** 2) * inv2l2)
+    cross = fa * jnp.exp(-((ma - yb) ** 2) * ca)
+    v = ell * ell + sa * sa + sb * sb
+    both = ell * jax.lax.rsqrt(v) * jnp.exp(-((ma - mb) ** 2) / (2 * v))
+    return kp * (ky - 2 * cross + both)
+
+
+def _rows(y, m, s, ell):
+    """The observations with the per-row constants of :func:`_h_sum`."""
+    v = ell * ell + s * s
+    return (y, m, s, ell * jax.lax.rsqrt(v), 1 / (2 * v))
+
+
 def _bandwidths(y, m, s, w, bandwidth, target_bandwidth):
     n = _kc.real_count(w)
     if bandwidth is None:
@@ -128,7 +158,7 @@ def _bandwidths(y, m, s, w, bandwidth, target_bandwidth):
 
 def _unbiased(y, m, s, w, nu, ell):
     n = _kc.real_count(w).astype(y.dtype)
-    total = _kc.pair_sum(functools.partial(_h, nu=nu, ell=ell), (y, m, s), w)
+    total = _kc.pair_sum(functools.partial(_h_sum, nu=nu, ell=ell), _rows(y, m, s, ell), w)
     return total / (n * (n - 1))
 
 
@@ -159,7 +189,7 @@ def _consistency_samples(key, y, m, s, w, nu, ell, num_samples):
     n = _kc.real_count(w)
     batch = _resample_batch(size, num_samples)
     nbatches = -(-num_samples // batch)
-    h = functools.partial(_h, nu=nu, ell=ell)
+    h = functools.partial(_h_sum, nu=nu, ell=ell)
 
     def draw(b):
         # resample b's draws depend on (key, b) and the index of the observation only,
@@ -169,7 +199,7 @@ def _consistency_samples(key, y, m, s, w, nu, ell, num_samples):
         z = jax.random.normal(k2, (size,), m.dtype)
         idx = jnp.minimum(jnp.floor(u * n.astype(m.dtype)).astype(jnp.int32), n - 1)
         mi, si = m[idx], s[idx]
-        total = _kc.pair_sum(h, (mi + si * z, mi, si), w)
+        total = _kc.pair_sum(h, _rows(mi + si * z, mi, si, ell), w)
         nf = n.astype(m.dtype)
         return total / (nf * (nf - 1))
 
@@ -216,7 +246,7 @@ def _check_options(estimator, bandwidth, target_bandwidth):
     )
 
 
-@_v.validated(fuse=True, bucket=_BUCKET)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=_compiler_options)
 def _kce(y_true, loc, scale, *, estimator, bandwidth, target_bandwidth):
     y, m, s = _inputs(y_true, loc, scale)
     w = _v.mask_weights(None, y.shape, y.dtype)
@@ -308,7 +338,7 @@ def kernel_calibration_error(
     return _kce(y_true, loc, scale, estimator=est, bandwidth=bw, target_bandwidth=tbw)
 
 
-@_v.validated(fuse=True, bucket=_BUCKET)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=_compiler_options)
 def _kct(y_true, loc, scale, key, *, estimator, bandwidth, target_bandwidth, num_samples):
     y, m, s = _inputs(y_true, loc, scale)
     w = _v.mask_weights(None, y.shape, y.dtype)
