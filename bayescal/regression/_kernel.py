@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
@@ -232,7 +233,7 @@ def _length(y_true: Any, loc: Any, scale: Any) -> int | None:
     shape = getattr(y_true, "shape", None)
     if shape is None:
         try:
-            shape = jnp.shape(y_true)
+            shape = np.shape(y_true)
         except Exception:  # ragged: the input checks report it
             return None
     return int(shape[0]) if len(shape) else None
