@@ -224,15 +224,11 @@ def test_unbiased_test_statistic_is_the_estimate_and_the_p_value_is_a_resampling
 
 def test_new_n_in_a_bucket_gives_the_unpadded_values():
     # 100 and its padded bucket of 256: the padding must change nothing (the jitted
-    # call is not bucketed)
+    # call is not bucketed). The estimates' eager calls above are all padded (N < 256)
+    # and equal the reference; here the resamples' draws of the padded call must be
+    # the unpadded call's (prefix-stable draws per observation index).
     y, m, s = _data(100, 8, factor=0.8)
     yj, mj, sj = jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)
-    for est in ("unbiased", "linear"):
-        eager = reg.kernel_calibration_error(y, m, s, estimator=est)
-        traced = jax.jit(lambda a, b, c, e=est: reg.kernel_calibration_error(a, b, c, estimator=e))(
-            yj, mj, sj
-        )
-        np.testing.assert_allclose(float(eager), float(traced), rtol=1e-4, atol=10 * TOL)
     key = jax.random.key(1)
     eager = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=key, num_samples=19)
     traced = jax.jit(
