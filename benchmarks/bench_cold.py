@@ -164,6 +164,20 @@ def cases() -> dict:
         "crps_normal": (lambda d, _: R.crps_normal(d.y, d.loc, d.scale), None),
         "crps_draws": (lambda d, _: R.crps_draws(d.y, d.draws), None),
         "nll_normal": (lambda d, _: R.nll_normal(d.y, d.loc, d.scale), None),
+        "kernel_calibration_error -> regression": (
+            lambda d, _: R.kernel_calibration_error(d.y, d.loc, d.scale),
+            None,
+        ),
+        "kernel_calibration_test -> regression": (
+            lambda d, _: R.kernel_calibration_test(d.y, d.loc, d.scale),
+            None,
+        ),
+        "kernel_calibration_test -> regression unbiased": (
+            lambda d, _: R.kernel_calibration_test(
+                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed, num_samples=20
+            ),
+            None,
+        ),
         "interval_score": (
             lambda d, _: R.interval_score(d.y, d.lower, d.upper, alpha=0.2),
             None,

@@ -153,6 +153,15 @@ CASES = {
         {"estimator": "linear"},
     ),
     "kernel_calibration_test": (C.kernel_calibration_test, ("labels", "p"), {}),
+    "kernel_calibration_error_regression": (
+        R.kernel_calibration_error, ("y", "loc", "scale"), {},
+    ),
+    "kernel_calibration_error_regression_linear": (
+        R.kernel_calibration_error, ("y", "loc", "scale"), {"estimator": "linear"},
+    ),
+    "kernel_calibration_test_regression": (
+        R.kernel_calibration_test, ("y", "loc", "scale"), {},
+    ),
     "isotonic_calibration_index": (C.isotonic_calibration_index, ("labels", "p"), {}),
 }
 WEIGHTED = {

@@ -108,6 +108,11 @@ CASES = {
         ("u",),
         {"num_samples": B, "num_levels": 20},
     ),
+    "regression.kernel_calibration_test[unbiased]": (
+        functools.partial(R.kernel_calibration_test, estimator="unbiased", key=KEY),
+        ("y", "loc", "scale"),
+        {"num_samples": 8},
+    ),
     # classification
     "classification.bootstrap_reliability_curve": (
         functools.partial(C.bootstrap_reliability_curve, KEY),
@@ -169,6 +174,7 @@ COVERS = {
     "regression.bootstrap_calibration_error",
     "regression.calibration_error_test",
     "regression.miscalibration_area_test",
+    "regression.kernel_calibration_test",
     "classification.bootstrap_reliability_curve",
     "classification.corp_curve",
     "classification.acceptance_intervals",

@@ -68,6 +68,17 @@ METRICS = {
     "crps_normal": (reg.crps_normal, ("y", "loc", "scale"), {}),
     "crps_draws": (reg.crps_draws, ("y", "draws"), {}),
     "nll_normal": (reg.nll_normal, ("y", "loc", "scale"), {}),
+    "kernel_calibration_error_regression": (
+        reg.kernel_calibration_error, ("y", "loc", "scale"), {},
+    ),
+    "kernel_calibration_test_regression": (
+        reg.kernel_calibration_test, ("y", "loc", "scale"), {},
+    ),
+    "kernel_calibration_test_regression_unbiased": (
+        reg.kernel_calibration_test,
+        ("y", "loc", "scale"),
+        {"estimator": "unbiased", "key": 3, "num_samples": 20},
+    ),
     "pinball_loss": (reg.pinball_loss, ("y", "quantiles", "levels"), {}),
     "reliability_curve": (clf.reliability_curve, ("lab", "p"), {"bins": 5}),
     "ece": (clf.expected_calibration_error, ("lab", "p"), {}),

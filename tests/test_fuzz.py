@@ -293,6 +293,8 @@ TABLE = [
     Entry("regression.pit_normal", reg.pit_normal, _b_normal, ref_pit_normal),
     Entry("regression.crps_normal", reg.crps_normal, _b_normal, ref_crps_normal),
     Entry("regression.nll_normal", reg.nll_normal, _b_normal, ref_nll_normal),
+    Entry("regression.kernel_calibration_error", reg.kernel_calibration_error, _b_normal),
+    Entry("regression.kernel_calibration_test", reg.kernel_calibration_test, _b_normal),
     Entry("regression.fit_sigma_scaling", reg.fit_sigma_scaling, _b_normal),
     Entry("regression.pit_draws", reg.pit_draws, _b_draws, ref_pit_draws),
     Entry("regression.crps_draws", reg.crps_draws, _b_draws),

@@ -6,6 +6,8 @@ curve and errors (:func:`calibration_curve`, :func:`calibration_error`,
 :func:`miscalibration_area`, :func:`sharpness`, proper scores) -> recalibrator fitted
 on a calibration split (:func:`fit_isotonic_recalibrator`, :func:`fit_sigma_scaling`)
 -> recalibrated PIT values, quantiles and intervals on test data.
+:func:`kernel_calibration_error` and :func:`kernel_calibration_test` (the squared kernel
+calibration error of Widmann et al. 2021) assess normal predictives without PIT values.
 """
 
 from bayescal._src.curve import CalibrationCurve
@@ -23,6 +25,11 @@ from bayescal.regression._conformal import (
     conformal_rank,
     fit_conformal,
     fit_conformalized_quantile,
+)
+from bayescal.regression._kernel import (
+    KernelCalibrationTest,
+    kernel_calibration_error,
+    kernel_calibration_test,
 )
 from bayescal.regression._metrics import (
     calibration_accumulator,
@@ -87,6 +94,10 @@ __all__ = [
     "pit_null_test",
     "calibration_error_test",
     "miscalibration_area_test",
+    # squared kernel calibration error (Widmann et al. 2021)
+    "kernel_calibration_error",
+    "kernel_calibration_test",
+    "KernelCalibrationTest",
     # conditional calibration
     "expected_normalized_calibration_error",
     "spread_skill_curve",

@@ -1,0 +1,343 @@
+"""Squared kernel calibration error of Gaussian predictives (Widmann, Lindsten &
+Zachariah 2021): the estimators against a numpy double loop of the pair function, the
+closed-form expectations against numerical integration (scipy.integrate.quad), the
+estimate's mean under calibration and overconfidence, the tests' sizes under the null
+and power by simulation (fixed seeds), bucketing, jit/vmap, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayescal import regression as reg
+from bayescal.regression import _kernel as K
+
+X64 = bool(jax.config.jax_enable_x64)
+# float32: the pair function is a difference of four O(1) kernel values summed over
+# O(N^2) pairs, so ~1e-7 relative rounding per term; 1e-4 relative with a 2e-5
+# absolute floor (estimates near 0) is a few hundred ulps of the sum, as in the
+# classification tests.
+TOL = 1e-9 if X64 else 2e-5
+RTOL = 1e-7 if X64 else 1e-4
+
+
+def _dtype():
+    return np.float64 if X64 else np.float32
+
+
+# ----------------------------------------------------------------- numpy reference
+def _ref_h(yi, mi, si, yj, mj, sj, nu, ell):
+    """Widmann et al. (2021): k_P = exp(-W_2 / nu), W_2 of normals
+    sqrt((mu - mu')^2 + (sigma - sigma')^2); k_Y Gaussian of length scale ell; h the
+    kernel's calibration pair function with the Gaussian expectations written out."""
+    kp = math.exp(-math.sqrt((mi - mj) ** 2 + (si - sj) ** 2) / nu)
+    ky = math.exp(-((yi - yj) ** 2) / (2 * ell**2))
+
+    def ez(m, s, y):  # E_{Z ~ N(m, s^2)} k_Y(Z, y)
+        v = ell**2 + s**2
+        return ell / math.sqrt(v) * math.exp(-((m - y) ** 2) / (2 * v))
+
+    v2 = ell**2 + si**2 + sj**2
+    ezz = ell / math.sqrt(v2) * math.exp(-((mi - mj) ** 2) / (2 * v2))
+    return kp * (ky - ez(mi, si, yj) - ez(mj, sj, yi) + ezz)
+
+
+def _reference(y, m, s, bandwidth=None, target_bandwidth=None):
+    """SKCE_uq = binom(n, 2)^-1 sum_{i<j} h_ij and SKCE_ul over the pairs (2i, 2i+1),
+    plain double loops in float64; the bandwidths the medians over i < j (np.median)."""
+    y, m, s = (np.asarray(a, np.float64) for a in (y, m, s))
+    n = len(y)
+    pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    nu = bandwidth
+    if nu is None:
+        nu = float(np.median([math.hypot(m[i] - m[j], s[i] - s[j]) for i, j in pairs]))
+    ell = target_bandwidth
+    if ell is None:
+        ell = float(np.median([abs(y[i] - y[j]) for i, j in pairs]))
+
+    def h(i, j):
+        return _ref_h(y[i], m[i], s[i], y[j], m[j], s[j], nu, ell)
+
+    uq = sum(h(i, j) for i, j in pairs) / len(pairs)
+    terms = np.array([h(2 * i, 2 * i + 1) for i in range(n // 2)])
+    return uq, terms.mean(), terms, nu, ell
+
+
+def _data(n, seed, *, factor=1.0, reps=None):
+    """Calibrated normal predictives (y ~ N(loc, scale^2)); ``factor`` multiplies the
+    reported scale (0.5: overconfident)."""
+    rng = np.random.default_rng(seed)
+    shape = (n,) if reps is None else (reps, n)
+    loc = rng.normal(0, 1.5, shape)
+    scale = rng.uniform(0.3, 1.5, shape)
+    y = rng.normal(loc, scale)
+    dt = _dtype()
+    return y.astype(dt), loc.astype(dt), (factor * scale).astype(dt)
+
+
+@pytest.mark.parametrize("n", [2, 7, 60])
+@pytest.mark.parametrize("bandwidths", [(None, None), (0.7, None), (0.5, 1.3)])
+def test_estimators_equal_the_numpy_double_loop(n, bandwidths):
+    y, m, s = _data(n, n, factor=0.7)
+    bw, tbw = bandwidths
+    uq, ul, _, _, _ = _reference(y, m, s, bw, tbw)
+    kw = {"bandwidth": bw, "target_bandwidth": tbw}
+    got_uq = reg.kernel_calibration_error(y, m, s, **kw)
+    got_ul = reg.kernel_calibration_error(y, m, s, estimator="linear", **kw)
+    np.testing.assert_allclose(float(got_uq), uq, rtol=RTOL, atol=TOL)
+    np.testing.assert_allclose(float(got_ul), ul, rtol=RTOL, atol=TOL)
+
+
+def test_scalar_scale_broadcasts():
+    y, m, _ = _data(30, 1)
+    uq, _, _, _, _ = _reference(y, m, np.full(30, 0.8))
+    got = reg.kernel_calibration_error(y, m, 0.8)
+    np.testing.assert_allclose(float(got), uq, rtol=RTOL, atol=TOL)
+
+
+def test_median_heuristics_are_the_reference_medians_and_the_test_reports_them():
+    y, m, s = _data(101, 3)  # 5050 pairs (even count: np.median's mean of two)
+    _, ul, _, nu, ell = _reference(y, m, s)
+    t = reg.kernel_calibration_test(y, m, s)
+    np.testing.assert_allclose(float(t.bandwidth), nu, rtol=1e-5)
+    np.testing.assert_allclose(float(t.target_bandwidth), ell, rtol=1e-5)
+    np.testing.assert_allclose(float(t.statistic), ul, rtol=RTOL, atol=TOL)
+
+
+def test_more_than_512_observations_are_blocked_and_match_the_reference():
+    # the O(N^2) sum runs in blocks of rows; the reference here is the same pair
+    # function vectorised over the upper triangle (the double loop is slow at N = 700)
+    y, m, s = _data(700, 4, factor=0.8)
+    nu, ell = 0.9, 1.1
+    yd, md, sd = (np.asarray(a, np.float64) for a in (y, m, s))
+    i, j = np.triu_indices(700, 1)
+    kp = np.exp(-np.hypot(md[i] - md[j], sd[i] - sd[j]) / nu)
+    ky = np.exp(-((yd[i] - yd[j]) ** 2) / (2 * ell**2))
+    vi, vj, vij = ell**2 + sd[i] ** 2, ell**2 + sd[j] ** 2, ell**2 + sd[i] ** 2 + sd[j] ** 2
+    ez1 = ell / np.sqrt(vi) * np.exp(-((md[i] - yd[j]) ** 2) / (2 * vi))
+    ez2 = ell / np.sqrt(vj) * np.exp(-((md[j] - yd[i]) ** 2) / (2 * vj))
+    ezz = ell / np.sqrt(vij) * np.exp(-((md[i] - md[j]) ** 2) / (2 * vij))
+    uq = float(np.mean(kp * (ky - ez1 - ez2 + ezz)))
+    got = reg.kernel_calibration_error(y, m, s, bandwidth=nu, target_bandwidth=ell)
+    np.testing.assert_allclose(float(got), uq, rtol=1e-3, atol=TOL)
+    # and h itself at a few pairs equals the scalar double-loop reference
+    for a, b in [(0, 1), (5, 600), (698, 699)]:
+        k = np.flatnonzero((i == a) & (j == b))[0]
+        ref = _ref_h(yd[a], md[a], sd[a], yd[b], md[b], sd[b], nu, ell)
+        np.testing.assert_allclose(kp[k] * (ky[k] - ez1[k] - ez2[k] + ezz[k]), ref, rtol=1e-12)
+
+
+# ----------------------------------------------------------------- closed forms
+def _pdf(z, m, s):
+    return math.exp(-0.5 * ((z - m) / s) ** 2) / (s * math.sqrt(2 * math.pi))
+
+
+@pytest.mark.parametrize(
+    "m,s,y,ell", [(0.0, 1.0, 0.5, 1.0), (1.3, 0.2, -0.4, 0.7), (-2.0, 3.0, 1.0, 0.3)]
+)
+def test_expected_target_kernel_equals_numerical_integration(m, s, y, ell):
+    from scipy import integrate
+
+    def f(z):
+        return math.exp(-((z - y) ** 2) / (2 * ell**2)) * _pdf(z, m, s)
+
+    ref, _ = integrate.quad(f, m - 12 * s, m + 12 * s, epsabs=1e-13, epsrel=1e-12, limit=200)
+    with jax.enable_x64(True):
+        got = float(K._expected_target_kernel(jnp.float64(m), jnp.float64(s), jnp.float64(y), jnp.float64(ell)))
+    np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "m1,s1,m2,s2,ell",
+    [(0.0, 1.0, 0.5, 0.5, 1.0), (1.3, 0.2, -0.4, 0.9, 0.7), (-2.0, 2.0, 1.0, 0.3, 0.4)],
+)
+def test_expected_pair_kernel_equals_numerical_integration(m1, s1, m2, s2, ell):
+    # E_{Z, Z'} k_Y(Z, Z') as an iterated integral: quad over z of N(z; m1, s1) times
+    # quad over z' of N(z'; m2, s2) k_Y(z, z')
+    from scipy import integrate
+
+    def inner(z):
+        def g(zp):
+            return math.exp(-((z - zp) ** 2) / (2 * ell**2)) * _pdf(zp, m2, s2)
+
+        return integrate.quad(g, m2 - 12 * s2, m2 + 12 * s2, epsabs=1e-14, epsrel=1e-12, limit=200)[0]
+
+    def outer(z):
+        return inner(z) * _pdf(z, m1, s1)
+
+    ref, _ = integrate.quad(outer, m1 - 12 * s1, m1 + 12 * s1, epsabs=1e-13, epsrel=1e-11, limit=200)
+    args = (m1, s1, m2, s2, ell)
+    with jax.enable_x64(True):
+        got = float(K._expected_pair_kernel(*(jnp.float64(a) for a in args)))
+    np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
+
+
+# ----------------------------------------------------------------- the estimate's mean
+def _batched_error(y, m, s, estimator="unbiased"):
+    fn = lambda a, b, c: reg.kernel_calibration_error(a, b, c, estimator=estimator)  # noqa: E731
+    return np.asarray(jax.vmap(fn)(jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)), np.float64)
+
+
+def test_unbiased_estimate_is_zero_in_mean_when_calibrated_and_positive_when_overconfident():
+    # the SKCE is 0 exactly under calibration (the estimator is unbiased: its mean over
+    # seeds is within 3.5 standard errors of 0) and > 0 otherwise (scale halved: the
+    # mean is many standard errors above 0, and above the calibrated mean)
+    reps = 200
+    cal = _batched_error(*_data(80, 11, reps=reps))
+    se = cal.std(ddof=1) / math.sqrt(reps)
+    assert abs(cal.mean()) < 3.5 * se, (cal.mean(), se)
+    over = _batched_error(*_data(80, 11, reps=reps, factor=0.5))
+    se_over = over.std(ddof=1) / math.sqrt(reps)
+    assert over.mean() > 10 * se_over, (over.mean(), se_over)
+    assert over.mean() > cal.mean() + 10 * se
+
+
+# ----------------------------------------------------------------- tests
+def test_linear_test_p_value_is_the_normal_tail_of_the_reference_terms():
+    import scipy.stats
+
+    y, m, s = _data(200, 6, factor=0.6)
+    _, ul, terms, nu, ell = _reference(y, m, s)
+    z = math.sqrt(len(terms)) * terms.mean() / terms.std(ddof=1)
+    t = reg.kernel_calibration_test(y, m, s)
+    np.testing.assert_allclose(float(t.statistic), ul, rtol=RTOL, atol=TOL)
+    np.testing.assert_allclose(float(t.p_value), scipy.stats.norm.sf(z), rtol=1e-3, atol=1e-6)
+    np.testing.assert_allclose(float(t.bandwidth), nu, rtol=1e-5)
+    np.testing.assert_allclose(float(t.target_bandwidth), ell, rtol=1e-5)
+
+
+def test_unbiased_test_statistic_is_the_estimate_and_the_p_value_is_a_resampling_rank():
+    y, m, s = _data(120, 7)
+    t = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=3, num_samples=99)
+    np.testing.assert_allclose(
+        float(t.statistic), float(reg.kernel_calibration_error(y, m, s)), rtol=1e-5, atol=TOL
+    )
+    k = float(t.p_value) * 100  # (1 + #{T_b >= T}) / (1 + B): a multiple of 1/100
+    assert 1 <= round(k) <= 100 and abs(k - round(k)) < 1e-3
+    again = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=3, num_samples=99)
+    assert float(again.p_value) == float(t.p_value)
+
+
+def test_new_n_in_a_bucket_gives_the_unpadded_values():
+    # 100 and its padded bucket of 256: the padding must change nothing (the jitted
+    # call is not bucketed). The estimates' eager calls above are all padded (N < 256)
+    # and equal the reference; here the resamples' draws of the padded call must be
+    # the unpadded call's (prefix-stable draws per observation index).
+    y, m, s = _data(100, 8, factor=0.8)
+    yj, mj, sj = jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)
+    key = jax.random.key(1)
+    eager = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=key, num_samples=19)
+    traced = jax.jit(
+        lambda a, b, c, k: reg.kernel_calibration_test(
+            a, b, c, estimator="unbiased", key=k, num_samples=19
+        )
+    )(yj, mj, sj, key)
+    for a, b in zip(eager, traced, strict=True):
+        np.testing.assert_allclose(float(a), float(b), rtol=1e-4, atol=10 * TOL)
+
+
+def test_vmap_equals_a_loop():
+    y, m, s = _data(64, 20, reps=4, factor=0.7)
+    for est in ("unbiased", "linear"):
+        fn = lambda a, b, c, e=est: reg.kernel_calibration_error(a, b, c, estimator=e)  # noqa: E731
+        batched = _batched_error(y, m, s, est)
+        loop = [float(fn(*row)) for row in zip(y, m, s, strict=True)]
+        np.testing.assert_allclose(batched, loop, rtol=1e-4, atol=10 * TOL)
+    res = jax.vmap(lambda a, b, c: reg.kernel_calibration_test(a, b, c).p_value)(
+        jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)
+    )
+    loop = [float(reg.kernel_calibration_test(*row).p_value) for row in zip(y, m, s, strict=True)]
+    np.testing.assert_allclose(np.asarray(res), loop, rtol=1e-4, atol=1e-6)
+
+
+# ----------------------------------------------------------------- bad input
+def test_bad_input_names_the_argument():
+    y, m, s = _data(50, 9)
+    fn = reg.kernel_calibration_error
+    with pytest.raises(ValueError, match="scale"):
+        fn(y, m, np.where(np.arange(50) == 3, 0.0, s))
+    with pytest.raises(ValueError, match="scale"):
+        fn(y, m, -1.0)
+    with pytest.raises(ValueError, match="y_true"):
+        fn(np.where(np.arange(50) == 3, np.nan, y), m, s)
+    with pytest.raises(ValueError, match="loc"):
+        fn(y, np.where(np.arange(50) == 3, np.inf, m), s)
+    with pytest.raises(ValueError, match="loc"):
+        fn(y, m[:-1], s)
+    with pytest.raises(ValueError, match="scale"):
+        fn(y, m, s[:-1])
+    with pytest.raises(ValueError, match="y_true"):
+        fn(y.reshape(5, 10), m.reshape(5, 10), s.reshape(5, 10))
+    with pytest.raises(ValueError, match="y_true"):
+        fn(y[:1], m[:1], s[:1])
+    with pytest.raises(ValueError, match="estimator"):
+        fn(y, m, s, estimator="quadratic")
+    with pytest.raises(ValueError, match="bandwidth"):
+        fn(y, m, s, bandwidth=0.0)
+    with pytest.raises(ValueError, match="target_bandwidth"):
+        fn(y, m, s, target_bandwidth=-1.0)
+    with pytest.raises(TypeError, match="target_bandwidth"):
+        fn(y, m, s, target_bandwidth="median")
+    with pytest.raises(TypeError, match="key"):
+        reg.kernel_calibration_test(y, m, s, estimator="unbiased")
+    with pytest.raises(ValueError, match="num_samples"):
+        reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=0, num_samples=0)
+    with pytest.raises(ValueError, match="y_true"):
+        reg.kernel_calibration_test(y[:3], m[:3], s[:3])
+    # under jit the failed check makes the result NaN instead of a plausible number
+    out = jax.jit(fn)(jnp.asarray(y), jnp.asarray(m), jnp.asarray(np.where(np.arange(50) == 3, 0.0, s)))
+    assert np.isnan(float(out))
+
+
+# ----------------------------------------------------------------- size and power
+def _band(reps):  # three binomial standard errors of a 5% rate
+    return 3 * math.sqrt(0.05 * 0.95 / reps)
+
+
+def _linear_p(y, m, s):
+    return reg.kernel_calibration_test(y, m, s).p_value
+
+
+def _unbiased_p(y, m, s, k):
+    return reg.kernel_calibration_test(
+        y, m, s, estimator="unbiased", key=k, num_samples=99
+    ).p_value
+
+
+def _rates(y, m, s, estimator, seed=0):
+    y, m, s = jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)
+    if estimator == "linear":
+        pv = jax.vmap(_linear_p)(y, m, s)
+    else:
+        keys = jax.random.split(jax.random.key(seed), y.shape[0])
+        pv = jax.vmap(_unbiased_p)(y, m, s, keys)
+    pv = np.asarray(pv)
+    assert np.isfinite(pv).all()
+    return float(np.mean(pv < 0.05))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator,reps,n", [("linear", 800, 200), ("unbiased", 300, 100)])
+def test_size_at_the_nominal_level(estimator, reps, n):
+    y, m, s = _data(n, 31, reps=reps)
+    rate = _rates(y, m, s, estimator)
+    assert abs(rate - 0.05) < _band(reps), rate
+
+
+@pytest.mark.slow
+def test_power_of_the_unbiased_test_on_overconfident_predictions():
+    y, m, s = _data(100, 32, reps=100, factor=0.5)  # scale halved
+    assert _rates(y, m, s, "unbiased") > 0.8
+
+
+@pytest.mark.slow
+def test_power_of_the_linear_test_on_biased_means():
+    # the linear test spends half its pairs' information: on the halved scales above
+    # it rejects ~21% at N = 1000 (0.45 at N = 2000); means biased by one standard
+    # deviation it rejects always
+    y, m, s = _data(1000, 33, reps=100)
+    assert _rates(y, m + s, s, "linear") > 0.8
