@@ -660,6 +660,7 @@ class BetaCalibrator:
         return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
+@_host.first(_host.fit_beta)
 def fit_beta(
     y_true: Any, y_prob: Any, *, eps: float | None = None, weights: Any = None
 ) -> BetaCalibrator:
@@ -828,6 +829,7 @@ def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
     return res.x[0], g0, all_correct, res.converged
 
 
+@_host.first(_host.fit_temperature)
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> TemperatureCalibrator:
     r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
 
