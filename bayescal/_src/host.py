@@ -2316,3 +2316,110 @@ def fit_beta(y_true: Any, y_prob: Any, *, eps: Any = None, weights: Any = None) 
     if not _normal(out):
         return None
     return BetaCalibrator(*(_device(np.asarray(v)) for v in out), eps)
+
+
+def _softmax_rows(eta: np.ndarray, dtype: Any) -> np.ndarray:
+    """``softmax(eta)`` over the last axis (float64 inside) in ``dtype``, flushed."""
+    e = np.exp(eta - eta.max(axis=-1, keepdims=True))
+    return _flushed((e / e.sum(axis=-1, keepdims=True)).astype(dtype))
+
+
+def _scaling_params(calibrator: Any, matrix: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """A scaling calibrator's ``(coef, intercept)``: finite, of one float dtype."""
+    coef, intercept = _floats(calibrator.coef), _vector(calibrator.intercept)
+    if coef is None or intercept is None or not isinstance(calibrator.coef, jax.Array):
+        return None
+    k = intercept.size
+    if coef.shape != ((k, k) if matrix else (k,)) or coef.dtype != intercept.dtype:
+        return None
+    return (coef, intercept) if _normal(coef.reshape(-1)) and _normal(intercept) else None
+
+
+def _class_columns(x: Any, k: int) -> np.ndarray | None:
+    """``[N, k]`` inputs (N >= 1) of a calibrator's call, or None."""
+    a = _floats(x, _SCALING_MAX)
+    return a if a is not None and a.ndim == 2 and a.shape[0] and a.shape[1] == k else None
+
+
+def vector_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``VectorScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, False)
+    if params is None:
+        return None
+    coef, intercept = params
+    z = _class_columns(logits, coef.size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    dt = z.dtype
+    eta = z * coef.astype(dt) + intercept.astype(dt)  # in the dtype, as the kernel
+    return _device(_softmax_rows(eta.astype(np.float64), dt))
+
+
+def _matrix_map(coef: np.ndarray, intercept: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``softmax(x W' + b)`` in ``x``'s dtype (float64 inside, no BLAS)."""
+    dt = x.dtype
+    w64, b64 = coef.astype(dt).astype(np.float64), intercept.astype(dt).astype(np.float64)
+    return _softmax_rows(np.einsum("nj,kj->nk", x.astype(np.float64), w64) + b64, dt)
+
+
+def matrix_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``MatrixScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, True)
+    if params is None:
+        return None
+    z = _class_columns(logits, params[1].size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    return _device(_matrix_map(*params, z))
+
+
+def dirichlet_apply(calibrator: Any, probs: Any) -> jax.Array | None:
+    """``DirichletCalibrator.__call__`` on the host (the log in the dtype)."""
+    params = _scaling_params(calibrator, True)
+    if params is None or not _eps_ok(calibrator.eps):
+        return None
+    p = _class_columns(probs, params[1].size)
+    if p is None or not _normal(p.reshape(-1), 0, 1):
+        return None
+    eps = calibrator.eps
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+    else:
+        p = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    return _device(_matrix_map(*params, np.log(p)))
+
+
+def temperature_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``TemperatureCalibrator.__call__`` on the host."""
+    t = _scalar(calibrator.temperature)
+    z = _floats(logits, _SCALING_MAX)
+    if t is None or z is None or z.ndim not in (1, 2) or z.size == 0:
+        return None
+    dt = z.dtype
+    if not (_normal(z.reshape(-1)) and _normal(t.reshape(1), _limits(t.dtype).tiny)):
+        return None
+    scaled = (z / t.astype(dt)).astype(np.float64)  # in the dtype, as the kernel
+    if z.ndim == 2:
+        return _device(_softmax_rows(scaled, dt))
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * scaled)).astype(dt)))
+
+
+def beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``BetaCalibrator.__call__`` on the host (0 and 1 map to the map's limits)."""
+    a, b, c = (_scalar(getattr(calibrator, name)) for name in "abc")
+    p = _floats(y_prob)
+    if a is None or b is None or c is None or p is None or p.size == 0:
+        return None
+    if not _eps_ok(calibrator.eps) or not _normal(p.reshape(-1), 0, 1):
+        return None
+    if not all(_normal(v.reshape(1)) for v in (a, b, c)):
+        return None
+    dt = p.dtype
+    if calibrator.eps is not None:
+        p = np.clip(p, dt.type(calibrator.eps), dt.type(1 - calibrator.eps))
+    q = p.astype(np.float64)
+    a64, b64, c64 = (float(v.astype(dt)) for v in (a, b, c))
+    eta = (a64 * np.log(q) if a64 else 0.0) - (b64 * np.log1p(-q) if b64 else 0.0) + c64
+    eta = np.broadcast_to(eta, p.shape)
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * eta)).astype(dt)))

@@ -653,6 +653,7 @@ class BetaCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
 
+    @_host.first(_host.beta_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
@@ -776,6 +777,7 @@ class TemperatureCalibrator:
         _v.check_finite(z, "logits")
         return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
 
+    @_host.first(_host.temperature_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""

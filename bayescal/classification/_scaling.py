@@ -267,6 +267,7 @@ class VectorScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
+    @_host.first(_host.vector_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -410,6 +411,7 @@ class MatrixScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
+    @_host.first(_host.matrix_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -535,6 +537,7 @@ class DirichletCalibrator:
     intercept: jax.Array
     eps: float | None = None
 
+    @_host.first(_host.dirichlet_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, probs: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
