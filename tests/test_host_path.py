@@ -761,6 +761,10 @@ def assert_same_fit(got, want, new):
         np.testing.assert_allclose(a, b, **SCALING_PARAM_TOL)
     with host.disabled():
         np.testing.assert_allclose(out(new), ref(new), **SCALING_PRED_TOL)
+    # the map alone, on the same calibrator (float64 inside, rounded to the dtype)
+    got_apply, want_apply, answered = both(lambda: ref(new))
+    assert answered == [True]
+    assert_same(got_apply, want_apply)
 
 
 SCALING_FITS = {
@@ -856,6 +860,12 @@ ISO_R = reg.fit_isotonic_recalibrator(CONFORMAL_LOC)
 ISO = fit_isotonic(CONFORMAL_Y > 0.5, CONFORMAL_LOC)
 SIGMA = reg.fit_sigma_scaling(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
 PLATT = fit_platt(CONFORMAL_Y > 0.5, np.clip(CONFORMAL_LOC, 0.01, 0.99))
+MC_Y, MC_Z, MC_P = multiclass_data(60, 3, 0)
+VECTOR = fit_vector_scaling(MC_Y, MC_Z)
+MATRIX = fit_matrix_scaling(MC_Y, MC_Z)
+DIRICHLET = fit_dirichlet(MC_Y, MC_P)
+TEMPERATURE = fit_temperature(MC_Y, MC_Z)
+BETA = fit_beta([0, 0, 1, 0, 1, 1], [0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
 BAD = (
     [
         (fn, args, kwargs)
@@ -1006,6 +1016,15 @@ BAD = (
         (fit_temperature, ([0, 1, 3], 3 * np.eye(3)), {}),
         (fit_temperature, ([0, 0, 0], [1.0, -2.0, 3.0]), {}),
         (fit_temperature, ([0, 1, 2], 3 * np.eye(3)), {"weights": [1.0, -1.0, 1.0]}),
+        (VECTOR, (np.eye(2),), {}),
+        (VECTOR, ([[0.0, np.inf, 1.0]],), {}),
+        (MATRIX, (np.ones(3),), {}),
+        (MATRIX, ([[0.0, np.nan, 1.0]],), {}),
+        (DIRICHLET, (np.eye(3),), {}),
+        (DIRICHLET, ([[0.5, 1.5, 0.5]],), {}),
+        (TEMPERATURE, ([np.nan, 1.0],), {}),
+        (TEMPERATURE, (np.ones((2, 2, 2)),), {}),
+        (BETA, ([0.2, 1.5],), {}),
         (fit_beta, ([0, 0, 0], [0.2, 0.6, 0.3]), {}),
         (fit_beta, ([0, 1, 0], [0.0, 0.6, 0.3]), {}),
         (fit_beta, ([0, 1, 0], [0.2, 0.6, 0.3]), {"eps": 0.7}),
