@@ -1988,6 +1988,8 @@ def multinomial_newton(
     no step decreases the objective (separated classes: the kernel path warns)."""
     k, d = start.shape
     n = y.size
+    if n * k * k > _SCALING_MAX * 32:  # the [N, K, K] curvature weights: 32 MiB at most
+        return start, False
     shared = x.ndim == 2
     wn = w / w.sum()
     rows = np.arange(n)
