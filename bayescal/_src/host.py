@@ -2013,11 +2013,12 @@ def multinomial_newton(
     theta = start.astype(np.float64).copy()
     val, q, off = value(theta)
     for _ in range(max_steps):
-        r = q * wn[:, None]
+        wq = q * wn[:, None]
+        r = wq.copy()
         r[rows, y] -= wn
-        c = -np.einsum("nk,nl->nkl", q * wn[:, None], q)  # wn (diag(q) - q q')
-        c[:, np.arange(k), np.arange(k)] += q * wn[:, None]
         if shared:
+            c = -np.einsum("nk,nl->nkl", wq, q)  # wn (diag(q) - q q')
+            c[:, np.arange(k), np.arange(k)] += wq
             grad = np.einsum("nk,nd->kd", r, x)
             packed = np.einsum("nkl,nj->klj", c, pairs)
             full = np.empty((k, k, d, d))
@@ -2026,7 +2027,11 @@ def multinomial_newton(
             hess = full.transpose(0, 2, 1, 3)
         else:
             grad = np.einsum("nk,nkd->kd", r, x)
-            hess = np.einsum("nkl,nkd,nle->kdle", c, x, x)
+            # two-operand sums (einsum's fast loops): the outer part, then the blocks
+            wqx = wq[:, :, None] * x
+            qx = (q[:, :, None] * x).reshape(n, k * d)
+            hess = -np.einsum("np,nr->pr", wqx.reshape(n, k * d), qx).reshape(k, d, k, d)
+            hess[np.arange(k), :, np.arange(k), :] += np.einsum("nkd,nke->kde", wqx, x)
         grad = grad + 2 * pen * theta + off[None, :]
         g = grad.reshape(-1)
         step = np.linalg.solve(hess.reshape(k * d, k * d) + fixed, g)
