@@ -23,13 +23,18 @@ from bayescal.classification import (
     calibration_slope_intercept,
     expected_calibration_error,
     fit_bbq,
+    fit_beta,
     fit_centered_isotonic,
     fit_cross_venn_abers,
+    fit_dirichlet,
     fit_histogram_binning,
     fit_isotonic,
+    fit_matrix_scaling,
     fit_platt,
     fit_scaling_binning,
     fit_spline,
+    fit_temperature,
+    fit_vector_scaling,
     fit_venn_abers,
     hosmer_lemeshow,
     log_loss,
@@ -723,6 +728,122 @@ def test_lgamma_equals_math_lgamma(x):
     assert abs(host.lgamma(np.array([x]))[0] - want) <= 1e-14 * max(1.0, abs(want))
 
 
+# The scaling fits: convex objectives, so the host's float64 Newton and the kernel's
+# solver (in the dtype) reach the same optimum; the kernel stops at its objective's
+# rounding level (32 eps relative), which moves well-determined parameters by ~1e-6 in
+# float32 (measured: at most 5e-6 at N = 1e4) and ~1e-9 in float64. Predictions are
+# compared at that precision, parameters 4x looser (the ODIR penalty's weak
+# directions).
+SCALING_PARAM_TOL = dict(rtol=1e-8, atol=1e-8) if X64 else dict(rtol=1e-4, atol=4e-5)
+SCALING_PRED_TOL = dict(rtol=0, atol=2e-9) if X64 else dict(rtol=0, atol=1e-5)
+
+
+def multiclass_data(n, k, seed):
+    """Labels (every class present), logits ``[n, k]`` and their softmax."""
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(seed)
+    z = 2.0 * rng.normal(size=(n, k))
+    truth = softmax(z / 1.5, axis=1).cumsum(axis=1)
+    y = np.minimum((rng.uniform(size=(n, 1)) > truth).sum(axis=1), k - 1)
+    y[:k] = np.arange(k)
+    return y, z.astype(DT), softmax(z, axis=1).astype(DT)
+
+
+def assert_same_fit(got, want, new):
+    (out, err), (ref, ref_err) = got, want
+    assert err is None and ref_err is None
+    assert type(out) is type(ref)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(ref)
+    for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(ref), strict=True):
+        assert (a.dtype, a.shape, a.weak_type) == (b.dtype, b.shape, b.weak_type)
+        assert a.devices() == b.devices() and a._committed == b._committed
+        np.testing.assert_allclose(a, b, **SCALING_PARAM_TOL)
+    with host.disabled():
+        np.testing.assert_allclose(out(new), ref(new), **SCALING_PRED_TOL)
+    # the map alone, on the same calibrator (float64 inside, rounded to the dtype)
+    got_apply, want_apply, answered = both(lambda: ref(new))
+    assert answered == [True]
+    assert_same(got_apply, want_apply)
+
+
+SCALING_FITS = {
+    "vector": lambda y, z, p, w: fit_vector_scaling(y, z, weights=w),
+    "matrix": lambda y, z, p, w: fit_matrix_scaling(y, z, weights=w),
+    "matrix-odir": lambda y, z, p, w: fit_matrix_scaling(
+        y, z, reg_lambda=0.05, reg_mu=0.01, weights=w
+    ),
+    "dirichlet": lambda y, z, p, w: fit_dirichlet(y, p, weights=w),
+    "dirichlet-odir": lambda y, z, p, w: fit_dirichlet(
+        y, p, reg_lambda=0.1, reg_mu=0.0, eps=1e-4, weights=w
+    ),
+    "dirichlet-l2": lambda y, z, p, w: fit_dirichlet(
+        y, p, regularization="l2", reg_lambda=0.1, eps=1e-6, weights=w
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(SCALING_FITS))
+@pytest.mark.parametrize("n, k", [(50, 2), (700, 3), (3000, 6)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_scaling_fits_equal_kernel(kind, n, k, weighted):
+    y, z, p = multiclass_data(n, k, n + k + weighted)
+    w = np.random.default_rng(n).integers(0, 3, size=n).astype(DT) if weighted else None
+    if weighted:
+        w[:k] = 1  # every class keeps a positive weight
+    got, want, answered = both(lambda: SCALING_FITS[kind](y, z, p, w))
+    assert answered == [True]
+    _, z_new, p_new = multiclass_data(40, k, 7)
+    assert_same_fit(got, want, p_new if kind.startswith("dirichlet") else z_new)
+
+
+@pytest.mark.parametrize("n, k", [(50, 0), (700, 3), (3000, 6)])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fit_temperature_equals_kernel(n, k, weighted):
+    y, z, _ = multiclass_data(n, max(k, 2), n + k)
+    if k == 0:  # binary: 1-D logits of class 1
+        z = z[:, 1] - z[:, 0]
+    w = np.random.default_rng(n).integers(0, 3, size=n).astype(DT) if weighted else None
+    got, want, answered = both(lambda: fit_temperature(y, z, weights=w))
+    assert answered == [True]
+    assert_same_fit(got, want, z[:30])
+
+
+@pytest.mark.parametrize("n", [40, 600, 5000])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("eps", [None, 0.05])
+def test_fit_beta_equals_kernel(n, weighted, eps):
+    # fit_platt's problem on two features with a, b >= 0: the bound binds for some
+    # draws (a or b exactly 0 on both paths)
+    rng = np.random.default_rng(n + weighted)
+    p = rng.uniform(0.01, 0.99, size=n).astype(DT)
+    y = (rng.uniform(size=n) < p ** (1.3 if n != 600 else 0.4)).astype(DT)
+    w = rng.integers(0, 3, size=n).astype(DT) if weighted else None
+    got, want, answered = both(lambda: fit_beta(y, p, eps=eps, weights=w))
+    assert answered == [True]
+    (out, _), (ref, _) = got, want
+    for name in ("a", "b"):
+        if float(getattr(ref, name)) == 0:
+            assert float(getattr(out, name)) == 0
+    assert out.eps == ref.eps
+    assert_same_fit(got, want, rng.uniform(size=(3, 17)).astype(DT))
+
+
+def test_scaling_warnings_are_the_kernels():
+    # separated classes (no finite optimum) and probabilities passed as logits: the
+    # twins leave the call to the kernel path, which warns
+    z = np.array([[3.0, 0.0], [0.0, 3.0], [2.0, 0.0], [0.0, 1.0]], DT)
+    y = np.array([0, 1, 0, 1])
+    for call, warning in (
+        (lambda: fit_vector_scaling(y, z), RuntimeWarning),
+        (lambda: fit_matrix_scaling(y, z), RuntimeWarning),
+        (lambda: fit_temperature([0, 1, 1, 0], np.array([0.2, 0.9, 0.7, 0.6], DT)), UserWarning),
+    ):
+        with spy() as log, pytest.warns(warning):
+            call()
+        assert [answered for _, answered in log] == [False]
+
+
 # float32: the kernel sums basis columns of ~1e2 in float32 before the sigmoid
 SPLINE_MAP_TOL = dict(rtol=0, atol=1e-5)
 
@@ -739,6 +860,12 @@ ISO_R = reg.fit_isotonic_recalibrator(CONFORMAL_LOC)
 ISO = fit_isotonic(CONFORMAL_Y > 0.5, CONFORMAL_LOC)
 SIGMA = reg.fit_sigma_scaling(CONFORMAL_Y, CONFORMAL_LOC, np.ones(30))
 PLATT = fit_platt(CONFORMAL_Y > 0.5, np.clip(CONFORMAL_LOC, 0.01, 0.99))
+MC_Y, MC_Z, MC_P = multiclass_data(60, 3, 0)
+VECTOR = fit_vector_scaling(MC_Y, MC_Z)
+MATRIX = fit_matrix_scaling(MC_Y, MC_Z)
+DIRICHLET = fit_dirichlet(MC_Y, MC_P)
+TEMPERATURE = fit_temperature(MC_Y, MC_Z)
+BETA = fit_beta([0, 0, 1, 0, 1, 1], [0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
 BAD = (
     [
         (fn, args, kwargs)
@@ -865,6 +992,43 @@ BAD = (
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"weights": [1.0, -1.0, 1.0]}),
         (BBQ, ([0.2, 1.5],), {}),
         (SPLINE, ([0.2, 1.5],), {}),
+        (fit_vector_scaling, ([0, 0, 1], np.eye(3)), {}),  # class 2 absent
+        (fit_vector_scaling, ([0, 1, 2], np.eye(3)), {"weights": [1.0, 1.0, 0.0]}),
+        (fit_vector_scaling, ([0, 1, 2], np.r_[np.eye(2), [[np.nan, 0]]]), {}),
+        (fit_vector_scaling, ([0, 1, 3], np.eye(3)), {}),
+        (fit_vector_scaling, ([0, 1, 1.5], np.eye(3)), {}),
+        (fit_vector_scaling, ([0, 1], np.eye(3)), {}),
+        (fit_matrix_scaling, ([0, 1, 2], np.eye(3)), {"reg_lambda": -1.0}),
+        (fit_matrix_scaling, ([0, 1, 2], np.eye(3)), {"reg_mu": "0.1"}),
+        (fit_matrix_scaling, ([0, 1, 2], np.ones((3, 1))), {}),
+        (fit_dirichlet, ([0, 1, 2], np.eye(3)), {}),  # log(0)
+        (fit_dirichlet, ([0, 1, 2], np.full((3, 3), 0.3)), {}),  # rows sum to 0.9
+        (fit_dirichlet, ([0, 1, 2], np.full((3, 3), 1 / 3)), {"regularization": "l1"}),
+        (
+            fit_dirichlet,
+            ([0, 1, 2], np.full((3, 3), 1 / 3)),
+            {"regularization": "l2", "reg_mu": 0.1},
+        ),
+        (fit_dirichlet, ([0, 1, 2], np.full((3, 3), 1 / 3)), {"eps": 0.7}),
+        (fit_dirichlet, ([0, 1, 1], np.full((3, 3), 1 / 3)), {"eps": 1e-3}),
+        (fit_temperature, ([0, 1, 2], 3 * np.eye(3)), {}),  # every example right
+        (fit_temperature, ([1, 2, 0], 3 * np.eye(3)), {}),  # no information
+        (fit_temperature, ([0, 1, 3], 3 * np.eye(3)), {}),
+        (fit_temperature, ([0, 0, 0], [1.0, -2.0, 3.0]), {}),
+        (fit_temperature, ([0, 1, 2], 3 * np.eye(3)), {"weights": [1.0, -1.0, 1.0]}),
+        (VECTOR, (np.eye(2),), {}),
+        (VECTOR, ([[0.0, np.inf, 1.0]],), {}),
+        (MATRIX, (np.ones(3),), {}),
+        (MATRIX, ([[0.0, np.nan, 1.0]],), {}),
+        (DIRICHLET, (np.eye(3),), {}),
+        (DIRICHLET, ([[0.5, 1.5, 0.5]],), {}),
+        (TEMPERATURE, ([np.nan, 1.0],), {}),
+        (TEMPERATURE, (np.ones((2, 2, 2)),), {}),
+        (BETA, ([0.2, 1.5],), {}),
+        (fit_beta, ([0, 0, 0], [0.2, 0.6, 0.3]), {}),
+        (fit_beta, ([0, 1, 0], [0.0, 0.6, 0.3]), {}),
+        (fit_beta, ([0, 1, 0], [0.2, 0.6, 0.3]), {"eps": 0.7}),
+        (fit_beta, ([0, 1, 0], [0.2, 0.6, 1.3]), {}),
         (SPLINE, ([0.0, 0.5],), {}),
     ]
 )

@@ -2094,3 +2094,512 @@ def smooth_reliability_curve(
     dens = sm[1] + _DENSITY_EPS
     mu = sm[0] / dens
     return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))
+# --------------------------------------------------------------------------- scaling
+# [N, C] inputs: the scaling fits' first calls compile a Newton solver (0.5-0.6 s at
+# N = 1e4, C = 5, i.e. 5e4 values, above HOST_MAX); here that many values, and a
+# Newton step of at most about _SCALING_COST multiply-adds (N P^2, P parameters).
+_SCALING_MAX = 1 << 17
+_SCALING_COST = 2e8
+
+
+def _class_labels(y_true: Any, n: int, k: int) -> np.ndarray | None:
+    """Integer class labels ``[n]`` in ``[0, k)`` (``validation.check_class_labels``
+    accepts them), or None."""
+    y = _floats(y_true, _SCALING_MAX)
+    if y is None or y.shape != (n,):
+        return None
+    if not ((y >= 0) & (y < k) & (y == np.round(y))).all():  # NaN fails
+        return None
+    return y.astype(np.intp)
+
+
+def _multiclass_weights(weights: Any, y: np.ndarray, k: int, dtype: Any) -> np.ndarray | None:
+    """Checked observation weights in float64 (ones for None), or None: bad weights, or
+    a class without positive weight (the kernel path's messages)."""
+    if weights is None:
+        w = np.ones(y.size)
+    else:
+        w = _observation_weights(weights, np.empty(y.size, dtype))
+        if w is _BAD:
+            return None
+        w = w.astype(np.float64)
+    if not (np.bincount(y, w, k) > 0).all():
+        return None
+    return w
+
+
+def _logit_matrix(logits: Any) -> np.ndarray | None:
+    """Finite (and 0 or normal) ``[N, C]`` logits with ``C >= 2``, or None."""
+    z = _floats(logits, _SCALING_MAX)
+    if z is None or z.ndim != 2 or z.shape[0] == 0 or z.shape[1] < 2:
+        return None
+    return z if _normal(z.reshape(-1)) else None
+
+
+def multinomial_newton(
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    pen: np.ndarray,
+    gauge: np.ndarray,
+    target: np.ndarray,
+    start: np.ndarray,
+    max_steps: int = 100,
+) -> tuple[np.ndarray, bool]:
+    """``argmin_theta`` of ``classification._scaling._scaling_objective`` (divided by
+    the total weight) in float64: ``theta [K, D]``, ``eta_ik = theta_k . x_i`` for
+    shared features ``x [N, D]`` (matrix scaling) or ``theta_k . x_ik`` for ``x [N, K,
+    D]`` (vector scaling); the weighted mean multinomial NLL of the labels ``y`` plus
+    ``sum pen theta^2`` plus the gauge term ``1/2 sum_d gauge_d (sum_k theta_kd -
+    target_d)^2``.
+
+    Newton steps from ``start``; while the Newton decrement ``g' H^-1 g`` exceeds 1/4
+    (far from the optimum) the step is halved until the objective decreases (Armijo),
+    then full steps. The objective is strictly convex (the gauge term fixes softmax's
+    free shift), so the optimum is the kernel's. Converged when the decrement is below
+    1e-20 (times the objective when larger than 1); False when the steps ran out or
+    no step decreases the objective (separated classes: the kernel path warns)."""
+    k, d = start.shape
+    n = y.size
+    if n * k * k > _SCALING_MAX * 32:  # the [N, K, K] curvature weights: 32 MiB at most
+        return start, False
+    shared = x.ndim == 2
+    wn = w / w.sum()
+    rows = np.arange(n)
+    gauge = gauge.astype(np.float64)
+    # no BLAS (einsum runs its own loops): see _penalised_newton
+    if shared:
+        upper = np.triu_indices(d)
+        pairs = x[:, upper[0]] * x[:, upper[1]]  # [N, D(D+1)/2]
+    fixed = np.diag(2 * pen.reshape(-1)) + np.kron(np.ones((k, k)), np.diag(gauge))
+
+    def value(theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("nkd,kd->nk", x, theta)
+        top = eta.max(axis=1, keepdims=True)
+        e = np.exp(eta - top)
+        total = e.sum(axis=1, keepdims=True)
+        nll = top[:, 0] + np.log(total[:, 0]) - eta[rows, y]
+        off = (theta.sum(axis=0) - target) * gauge
+        val = np.einsum("n,n->", wn, nll) + np.sum(pen * theta**2) + 0.5 * np.sum(off**2)
+        return float(val), e / total, off
+
+    theta = start.astype(np.float64).copy()
+    val, q, off = value(theta)
+    for _ in range(max_steps):
+        wq = q * wn[:, None]
+        r = wq.copy()
+        r[rows, y] -= wn
+        if shared:
+            c = -np.einsum("nk,nl->nkl", wq, q)  # wn (diag(q) - q q')
+            c[:, np.arange(k), np.arange(k)] += wq
+            grad = np.einsum("nk,nd->kd", r, x)
+            packed = np.einsum("nkl,nj->klj", c, pairs)
+            full = np.empty((k, k, d, d))
+            full[:, :, upper[0], upper[1]] = packed
+            full[:, :, upper[1], upper[0]] = packed
+            hess = full.transpose(0, 2, 1, 3)
+        else:
+            grad = np.einsum("nk,nkd->kd", r, x)
+            # two-operand sums (einsum's fast loops): the outer part, then the blocks
+            wqx = wq[:, :, None] * x
+            qx = (q[:, :, None] * x).reshape(n, k * d)
+            hess = -np.einsum("np,nr->pr", wqx.reshape(n, k * d), qx).reshape(k, d, k, d)
+            hess[np.arange(k), :, np.arange(k), :] += np.einsum("nkd,nke->kde", wqx, x)
+        grad = grad + 2 * pen * theta + off[None, :]
+        g = grad.reshape(-1)
+        step = np.linalg.solve(hess.reshape(k * d, k * d) + fixed, g)
+        decrease = float(np.einsum("p,p->", g, step))
+        if not (np.isfinite(decrease) and decrease >= 0):
+            return theta, False
+        if decrease <= 1e-20 * max(1.0, val):
+            return theta, True
+        step = step.reshape(k, d)
+        if decrease > 0.25:  # far from the optimum: Armijo backtracking
+            rate = 1.0
+            for _ in range(60):
+                trial = theta - rate * step
+                v, q_t, off_t = value(trial)
+                if v <= val - 1e-4 * rate * decrease:
+                    break
+                rate *= 0.5
+            else:
+                return theta, False
+            theta, val, q, off = trial, v, q_t, off_t
+        else:
+            theta = theta - step
+            val, q, off = value(theta)
+    return theta, False
+
+
+def _scaling_result(theta: np.ndarray, dtype: Any) -> np.ndarray | None:
+    """Fitted parameters in the kernel's dtype, or None (not finite, or subnormal)."""
+    out = theta.astype(dtype)
+    return out if _normal(out.reshape(-1)) else None
+
+
+def fit_vector_scaling(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_vector_scaling` on the host: the kernel's
+    objective (gauge: intercepts summing to 0) by :func:`multinomial_newton`."""
+    from bayescal.classification._scaling import VectorScalingCalibrator
+
+    z = _logit_matrix(logits)
+    if z is None:
+        return None
+    n, k = z.shape
+    if n * (2 * k) ** 2 > _SCALING_COST:
+        return None
+    y = _class_labels(y_true, n, k)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, k, z.dtype)
+    if w is None:
+        return None
+    z64 = z.astype(np.float64)
+    x = np.stack([z64, np.ones_like(z64)], axis=-1)  # [N, K, 2]
+    start = np.stack([np.ones(k), np.zeros(k)], axis=1)
+    theta, ok = multinomial_newton(
+        x, y, w, np.zeros((k, 2)), np.array([False, True]), np.zeros(2), start
+    )
+    theta = _scaling_result(theta, z.dtype) if ok else None
+    if theta is None:
+        return None
+    return VectorScalingCalibrator(
+        _device(np.ascontiguousarray(theta[:, 0])), _device(np.ascontiguousarray(theta[:, 1]))
+    )
+
+
+def _matrix_fit(
+    y: np.ndarray, x: np.ndarray, w: np.ndarray, regularization: str, reg_lambda: float,
+    reg_mu: float, dtype: Any,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_fit_matrix_core`` on the host: ``(coef [K, K], intercept [K])`` or None."""
+    from bayescal.classification._scaling import penalty_table
+
+    n, k = x.shape
+    if n * (k * (k + 1)) ** 2 > _SCALING_COST:
+        return None
+    pen, gauge, target = penalty_table(k, regularization, reg_lambda, reg_mu)
+    # the kernel's penalty is rounded to the dtype (before its scaling by the weight)
+    pen = pen.astype(dtype).astype(np.float64)
+    features = np.concatenate([x.astype(np.float64), np.ones((n, 1))], axis=1)
+    start = np.concatenate([np.eye(k), np.zeros((k, 1))], axis=1)
+    theta, ok = multinomial_newton(
+        features, y, w, pen, np.array(gauge), np.array(target), start
+    )
+    theta = _scaling_result(theta, dtype) if ok else None
+    if theta is None:
+        return None
+    return np.ascontiguousarray(theta[:, :k]), np.ascontiguousarray(theta[:, k])
+
+
+def fit_matrix_scaling(
+    y_true: Any, logits: Any, *, reg_lambda: Any = 0.0, reg_mu: Any = 0.0, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_matrix_scaling` on the host (ODIR penalty)."""
+    from bayescal.classification._scaling import MatrixScalingCalibrator, _check_reg
+
+    reg_lambda, reg_mu = _check_reg(reg_lambda, "reg_lambda"), _check_reg(reg_mu, "reg_mu")
+    z = _logit_matrix(logits)
+    if z is None:
+        return None
+    y = _class_labels(y_true, *z.shape)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, z.shape[1], z.dtype)
+    if w is None:
+        return None
+    fit = _matrix_fit(y, z, w, "odir", reg_lambda, reg_mu, z.dtype)
+    if fit is None:
+        return None
+    return MatrixScalingCalibrator(*(_device(a) for a in fit))
+
+
+def fit_dirichlet(
+    y_true: Any,
+    probs: Any,
+    *,
+    regularization: Any = "odir",
+    reg_lambda: Any = 0.0,
+    reg_mu: Any = 0.0,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_dirichlet` on the host: matrix scaling of the
+    log probabilities (taken in the dtype, clipped with ``eps``, as the kernel)."""
+    from bayescal.classification._scaling import (
+        REGULARIZATIONS,
+        DirichletCalibrator,
+        _check_reg,
+    )
+
+    if regularization not in REGULARIZATIONS or not _eps_ok(eps):
+        return None
+    reg_lambda, reg_mu = _check_reg(reg_lambda, "reg_lambda"), _check_reg(reg_mu, "reg_mu")
+    if regularization == "l2" and reg_mu != 0:
+        return None
+    p = _floats(probs, _SCALING_MAX)
+    if p is None or p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+        return None
+    n, k = p.shape
+    if not _normal(p.reshape(-1), 0, 1):
+        return None
+    # rows summing to 1 (multiclass_inputs' tolerance, halved: near it, the kernel decides)
+    tol = 1e-4 if p.dtype == _F32 else 1e-8
+    if not (np.abs(p.astype(np.float64).sum(axis=1) - 1) <= 0.5 * tol * k).all():
+        return None
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+        q = p
+    else:
+        q = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    x = np.log(q)
+    if not _normal(x.reshape(-1)):
+        return None
+    y = _class_labels(y_true, n, k)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, k, p.dtype)
+    if w is None:
+        return None
+    fit = _matrix_fit(y, x, w, regularization, reg_lambda, reg_mu, p.dtype)
+    if fit is None:
+        return None
+    return DirichletCalibrator(*(_device(a) for a in fit), eps)
+
+
+def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_temperature` on the host: Newton's method on
+    ``beta = 1 / T`` (convex, one parameter) in float64. Left to the kernel path: its
+    errors (no improvement on the uniform forecast, every example ranked correctly)
+    and its warnings (logits in [0, 1], no convergence)."""
+    from bayescal.classification._calibrators import TemperatureCalibrator
+
+    z = _floats(logits, _SCALING_MAX)
+    if z is None or z.size == 0 or z.ndim not in (1, 2) or not _normal(z.reshape(-1)):
+        return None
+    dtype = z.dtype
+    if z.ndim == 1:
+        data = _binary(y_true, z, None, False)
+        if data is None:
+            return None
+        labels = data[0]
+        if not (labels.min() == 0 and labels.max() == 1):
+            return None  # one class: the kernel's message
+        y = labels.astype(np.intp)
+        zz = np.stack([np.zeros(z.size), z.astype(np.float64)], axis=1)
+    else:
+        if z.shape[1] < 2:
+            return None
+        y = _class_labels(y_true, *z.shape)
+        if y is None:
+            return None
+        zz = z.astype(np.float64)
+    n = zz.shape[0]
+    if weights is None:
+        w = np.ones(n)
+    else:
+        w = _observation_weights(weights, np.empty(n, dtype))
+        if w is _BAD:
+            return None
+        w = w.astype(np.float64)
+    live = w > 0
+    if ((zz >= 0) & (zz <= 1) | ~live[:, None]).all():
+        return None  # probabilities passed as logits: the kernel path warns
+    rows = np.arange(n)
+    z_true = zz[rows, y]
+    if ((z_true >= zz.max(axis=1)) | ~live).all():
+        return None  # no finite optimum: the kernel's message
+    if not np.einsum("n,n->", w, zz.mean(axis=1) - z_true) < 0:
+        return None  # the NLL does not decrease for T > 0: the kernel's message
+    wn = w / w.sum()
+
+    def evaluate(beta: float) -> tuple[float, float, float]:
+        s = beta * zz
+        top = s.max(axis=1, keepdims=True)
+        e = np.exp(s - top)
+        total = e.sum(axis=1, keepdims=True)
+        q = e / total
+        loss = top[:, 0] + np.log(total[:, 0]) - beta * z_true
+        mean = np.einsum("nk,nk->n", q, zz)
+        var = np.einsum("nk,nk->n", q, (zz - mean[:, None]) ** 2)
+        return (
+            float(np.einsum("n,n->", wn, loss)),
+            float(np.einsum("n,n->", wn, mean - z_true)),
+            float(np.einsum("n,n->", wn, var)),
+        )
+
+    beta = 1.0
+    val, g, h = evaluate(beta)
+    for _ in range(100):
+        if not h > 0:
+            return None
+        step = g / h
+        decrease = g * step
+        if decrease <= 1e-20 * max(1.0, val):
+            break
+        rate = 1.0
+        for _ in range(60):  # the optimum is positive: stay above 0, decrease
+            trial = beta - rate * step
+            if trial > 0:
+                v, g_t, h_t = evaluate(trial)
+                if decrease <= 0.25 or v <= val - 1e-4 * rate * decrease:
+                    break
+            rate *= 0.5
+        else:
+            return None
+        beta, val, g, h = trial, v, g_t, h_t
+    else:
+        return None  # out of steps: the kernel path warns
+    temperature = np.asarray(1 / beta, dtype)
+    if not _normal(temperature.reshape(1), _limits(dtype).tiny):
+        return None
+    return TemperatureCalibrator(_device(temperature))
+
+
+def fit_beta(y_true: Any, y_prob: Any, *, eps: Any = None, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_beta` on the host: the logistic regression on
+    ``(ln p, -ln(1 - p))`` with ``a, b >= 0`` (features in the dtype, as the kernel)
+    by :func:`logistic_rows` from the identity map (float64)."""
+    if not _eps_ok(eps):
+        return None
+    from bayescal.classification._calibrators import BetaCalibrator
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    dt = p.dtype
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+        q = p
+    else:
+        q = np.clip(p, dt.type(eps), dt.type(1 - eps))
+    features = [np.log(q), -np.log1p(-q)]
+    if not all(_normal(f) for f in features):
+        return None
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+        return None  # one class (of positive weight): the kernel path decides
+    theta, converged = logistic_rows(
+        [f.astype(np.float64) for f in features],
+        y.astype(np.float64),
+        w[None],
+        np.array([1.0, 1.0, 0.0]),
+        np.array([0.0, 0.0, -np.inf]),
+        soft_labels=False,
+    )
+    if not converged[0]:
+        return None
+    out = theta[0].astype(dt)
+    if not _normal(out):
+        return None
+    return BetaCalibrator(*(_device(np.asarray(v)) for v in out), eps)
+
+
+def _softmax_rows(eta: np.ndarray, dtype: Any) -> np.ndarray:
+    """``softmax(eta)`` over the last axis (float64 inside) in ``dtype``, flushed."""
+    e = np.exp(eta - eta.max(axis=-1, keepdims=True))
+    return _flushed((e / e.sum(axis=-1, keepdims=True)).astype(dtype))
+
+
+def _scaling_params(calibrator: Any, matrix: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """A scaling calibrator's ``(coef, intercept)``: finite, of one float dtype."""
+    coef, intercept = _floats(calibrator.coef), _vector(calibrator.intercept)
+    if coef is None or intercept is None or not isinstance(calibrator.coef, jax.Array):
+        return None
+    k = intercept.size
+    if coef.shape != ((k, k) if matrix else (k,)) or coef.dtype != intercept.dtype:
+        return None
+    return (coef, intercept) if _normal(coef.reshape(-1)) and _normal(intercept) else None
+
+
+def _class_columns(x: Any, k: int) -> np.ndarray | None:
+    """``[N, k]`` inputs (N >= 1) of a calibrator's call, or None."""
+    a = _floats(x, _SCALING_MAX)
+    return a if a is not None and a.ndim == 2 and a.shape[0] and a.shape[1] == k else None
+
+
+def vector_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``VectorScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, False)
+    if params is None:
+        return None
+    coef, intercept = params
+    z = _class_columns(logits, coef.size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    dt = z.dtype
+    eta = z * coef.astype(dt) + intercept.astype(dt)  # in the dtype, as the kernel
+    return _device(_softmax_rows(eta.astype(np.float64), dt))
+
+
+def _matrix_map(coef: np.ndarray, intercept: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``softmax(x W' + b)`` in ``x``'s dtype (float64 inside, no BLAS)."""
+    dt = x.dtype
+    w64, b64 = coef.astype(dt).astype(np.float64), intercept.astype(dt).astype(np.float64)
+    return _softmax_rows(np.einsum("nj,kj->nk", x.astype(np.float64), w64) + b64, dt)
+
+
+def matrix_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``MatrixScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, True)
+    if params is None:
+        return None
+    z = _class_columns(logits, params[1].size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    return _device(_matrix_map(*params, z))
+
+
+def dirichlet_apply(calibrator: Any, probs: Any) -> jax.Array | None:
+    """``DirichletCalibrator.__call__`` on the host (the log in the dtype)."""
+    params = _scaling_params(calibrator, True)
+    if params is None or not _eps_ok(calibrator.eps):
+        return None
+    p = _class_columns(probs, params[1].size)
+    if p is None or not _normal(p.reshape(-1), 0, 1):
+        return None
+    eps = calibrator.eps
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+    else:
+        p = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    return _device(_matrix_map(*params, np.log(p)))
+
+
+def temperature_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``TemperatureCalibrator.__call__`` on the host."""
+    t = _scalar(calibrator.temperature)
+    z = _floats(logits, _SCALING_MAX)
+    if t is None or z is None or z.ndim not in (1, 2) or z.size == 0:
+        return None
+    dt = z.dtype
+    if not (_normal(z.reshape(-1)) and _normal(t.reshape(1), _limits(t.dtype).tiny)):
+        return None
+    scaled = (z / t.astype(dt)).astype(np.float64)  # in the dtype, as the kernel
+    if z.ndim == 2:
+        return _device(_softmax_rows(scaled, dt))
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * scaled)).astype(dt)))
+
+
+def beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``BetaCalibrator.__call__`` on the host (0 and 1 map to the map's limits)."""
+    a, b, c = (_scalar(getattr(calibrator, name)) for name in "abc")
+    p = _floats(y_prob)
+    if a is None or b is None or c is None or p is None or p.size == 0:
+        return None
+    if not _eps_ok(calibrator.eps) or not _normal(p.reshape(-1), 0, 1):
+        return None
+    if not all(_normal(v.reshape(1)) for v in (a, b, c)):
+        return None
+    dt = p.dtype
+    if calibrator.eps is not None:
+        p = np.clip(p, dt.type(calibrator.eps), dt.type(1 - calibrator.eps))
+    q = p.astype(np.float64)
+    a64, b64, c64 = (float(v.astype(dt)) for v in (a, b, c))
+    eta = (a64 * np.log(q) if a64 else 0.0) - (b64 * np.log1p(-q) if b64 else 0.0) + c64
+    eta = np.broadcast_to(eta, p.shape)
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * eta)).astype(dt)))

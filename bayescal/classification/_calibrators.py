@@ -653,6 +653,7 @@ class BetaCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
 
+    @_host.first(_host.beta_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
@@ -660,6 +661,7 @@ class BetaCalibrator:
         return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
+@_host.first(_host.fit_beta)
 def fit_beta(
     y_true: Any, y_prob: Any, *, eps: float | None = None, weights: Any = None
 ) -> BetaCalibrator:
@@ -775,6 +777,7 @@ class TemperatureCalibrator:
         _v.check_finite(z, "logits")
         return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
 
+    @_host.first(_host.temperature_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
@@ -828,6 +831,7 @@ def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
     return res.x[0], g0, all_correct, res.converged
 
 
+@_host.first(_host.fit_temperature)
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> TemperatureCalibrator:
     r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
 

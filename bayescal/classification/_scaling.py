@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.pytree import pytree_dataclass
@@ -266,6 +267,7 @@ class VectorScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
+    @_host.first(_host.vector_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -275,6 +277,7 @@ class VectorScalingCalibrator:
         return newton.apply_bucketed(_vector_apply, (self.coef, self.intercept), z)
 
 
+@_host.first(_host.fit_vector_scaling)
 def fit_vector_scaling(
     y_true: Any, logits: Any, *, weights: Any = None
 ) -> VectorScalingCalibrator:
@@ -355,8 +358,9 @@ def _fit_vector(y_true, logits, weights, n):
 
 
 # --------------------------------------------------------------------------- matrix
-def _matrix_penalty(k: int, n_total, dtype, regularization: str, reg_lambda, reg_mu):
-    """``(penalty [K, K+1], gauge, target)`` for ODIR or L2 (Kull et al. 2019)."""
+def penalty_table(k: int, regularization: str, reg_lambda: float, reg_mu: float):
+    """``(penalty [K, K+1] per unit of weight, gauge, target)`` for ODIR or L2 (Kull
+    et al. 2019), in NumPy float64 (the host twins of ``bayescal._src.host`` use it)."""
     offdiag = 1.0 - np.eye(k)
     if regularization == "odir":
         lam = reg_lambda / (k * (k - 1))
@@ -366,6 +370,13 @@ def _matrix_penalty(k: int, n_total, dtype, regularization: str, reg_lambda, reg
         pen = np.full((k, k + 1), reg_lambda / (k * (k + 1)))
         gauge = tuple([reg_lambda == 0] * (k + 1))
     target = tuple([1.0] * k + [0.0])  # the identity's column sums
+    return pen, gauge, target
+
+
+def _matrix_penalty(k: int, n_total, dtype, regularization: str, reg_lambda, reg_mu):
+    """``(penalty [K, K+1], gauge, target)``: :func:`penalty_table`, the penalty
+    scaled by the total weight."""
+    pen, gauge, target = penalty_table(k, regularization, reg_lambda, reg_mu)
     return jnp.asarray(pen, dtype) * n_total, gauge, target
 
 
@@ -400,6 +411,7 @@ class MatrixScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
+    @_host.first(_host.matrix_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -409,6 +421,7 @@ class MatrixScalingCalibrator:
         return newton.apply_bucketed(_matrix_apply, (self.coef, self.intercept), z)
 
 
+@_host.first(_host.fit_matrix_scaling)
 def fit_matrix_scaling(
     y_true: Any,
     logits: Any,
@@ -524,6 +537,7 @@ class DirichletCalibrator:
     intercept: jax.Array
     eps: float | None = None
 
+    @_host.first(_host.dirichlet_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, probs: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -552,6 +566,7 @@ def _no_zero(p: jax.Array, eps: float | None) -> None:
     )
 
 
+@_host.first(_host.fit_dirichlet)
 def fit_dirichlet(
     y_true: Any,
     probs: Any,
