@@ -2094,6 +2094,8 @@ def smooth_reliability_curve(
     dens = sm[1] + _DENSITY_EPS
     mu = sm[0] / dens
     return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))
+
+
 # --------------------------------------------------------------------------- scaling
 # [N, C] inputs: the scaling fits' first calls compile a Newton solver (0.5-0.6 s at
 # N = 1e4, C = 5, i.e. 5e4 values, above HOST_MAX); here that many values, and a
