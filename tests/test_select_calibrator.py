@@ -9,6 +9,8 @@ difference to "none" (Hastie, Tibshirani & Friedman 2009, sec. 7.10).
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -361,3 +363,149 @@ def test_spline_can_win_where_the_truth_is_not_sigmoid():
     i = res.names.index("spline")
     assert res.mean[i] <= res.mean[best] + res.se[best]
     assert res.mean[i] < res.mean[res.names.index("none")]
+
+
+# --------------------------------------------------------------------------- multiclass
+def _multiclass_data(n, seed, c=4):
+    """Labels from softmax(z); the model reports an overconfident, shifted softmax."""
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, c)) * 2
+    truth = softmax(z, axis=1)
+    y = (rng.uniform(size=(n, 1)) > np.cumsum(truth, axis=1)).sum(axis=1)
+    shift = np.linspace(0.5, -0.5, c)
+    return np.minimum(y, c - 1), softmax(2 * z + shift, axis=1)
+
+
+def _multiclass_reference(y, p, folds, names, score, weights=None):
+    """The table by a loop: each candidate's public fit on the training folds only
+    (rows dropped), scored on the held-out fold by scikit-learn 1.9's ``log_loss`` and
+    ``brier_score_loss`` (multiclass: the sum over classes)."""
+    from scipy.special import softmax
+    from sklearn.metrics import brier_score_loss
+    from sklearn.metrics import log_loss as sk_log_loss
+
+    w = np.ones(len(y)) if weights is None else weights
+    c = p.shape[1]
+    table = np.empty((len(names), int(folds.max()) + 1))
+    for k in range(table.shape[1]):
+        tr, te = (folds != k) & (w > 0), folds == k
+        logp = np.log(p)
+        for i, name in enumerate(names):
+            if name == "none":
+                q = p[te]
+            elif name == "temperature":
+                t = float(clf.fit_temperature(y[tr], logp[tr], weights=w[tr]).temperature)
+                q = softmax(logp[te] / t, axis=1)
+            elif name == "vector":
+                cal = clf.fit_vector_scaling(y[tr], logp[tr], weights=w[tr])
+                q = np.asarray(cal(logp[te]))
+            else:
+                q = np.asarray(clf.fit_dirichlet(y[tr], p[tr], weights=w[tr])(p[te]))
+            q = np.asarray(q, np.float64)
+            # (float32 rows sum to 1 within 1e-7: scikit-learn warns about that)
+            warnings.filterwarnings("ignore", "The y_prob values do not sum to one")
+            if score == "brier":
+                table[i, k] = brier_score_loss(
+                    y[te], q, sample_weight=w[te], labels=range(c)
+                )
+            else:
+                table[i, k] = sk_log_loss(y[te], q, sample_weight=w[te], labels=range(c))
+    return table
+
+
+@pytest.mark.parametrize("score", ["log_loss", "brier"])
+def test_multiclass_table_equals_a_loop_over_folds_and_candidates(score):
+    y, p = _multiclass_data(600, seed=21)
+    p = p.astype(DT)
+    res = clf.select_calibrator(y, p, key=4, score=score)
+    assert res.names == ("none", "temperature", "vector", "dirichlet")
+    ref = _multiclass_reference(y, p, res.folds, res.names, score)
+    tol = dict(rtol=2e-4, atol=2e-5) if DT == np.float32 else dict(rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(res.fold_scores, ref, **tol)
+    assert res.winner == res.names[int(np.argmin(ref.mean(1)))]
+    assert res.winner != "none"  # the model is overconfident
+    # every class dealt evenly over the folds
+    for label in range(4):
+        counts = np.bincount(res.folds[y == label], minlength=5)
+        assert counts.max() - counts.min() <= 1
+
+
+def test_multiclass_weights_and_own_folds_match_the_loop():
+    y, p = _multiclass_data(400, seed=22, c=3)
+    folds = np.arange(400) % 4
+    w = np.random.default_rng(3).integers(0, 3, 400).astype(float)
+    res = clf.select_calibrator(y, p, folds=folds, weights=w, score="brier")
+    ref = _multiclass_reference(y, p.astype(DT), folds, res.names, "brier", weights=w)
+    tol = dict(rtol=2e-4, atol=2e-5) if DT == np.float32 else dict(rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(res.fold_scores, ref, **tol)
+
+
+@pytest.mark.parametrize("winner", ["temperature", "vector", "dirichlet"])
+def test_multiclass_winner_is_a_dirichlet_map_refitted_on_all_the_data(winner):
+    from scipy.special import softmax
+
+    y, p = _multiclass_data(500, seed=23)
+    res = clf.select_calibrator(y, p, key=0, candidates=(winner,))
+    assert res.winner == winner
+    assert type(res.calibrator).__name__ == "DirichletCalibrator"
+    logp = np.log(p.astype(DT))
+    if winner == "temperature":
+        t = float(clf.fit_temperature(y, logp).temperature)
+        want = softmax(logp / t, axis=1)
+    elif winner == "vector":
+        want = clf.fit_vector_scaling(y, logp)(logp)
+    else:
+        want = clf.fit_dirichlet(y, p.astype(DT))(p.astype(DT))
+    np.testing.assert_allclose(res.calibrator(p.astype(DT)), want, rtol=1e-4, atol=1e-6)
+
+
+def test_multiclass_calibrated_model_none_is_within_one_se():
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(24)
+    p = softmax(rng.normal(size=(800, 3)) * 1.5, axis=1)
+    y = (rng.uniform(size=(800, 1)) > np.cumsum(p, axis=1)).sum(axis=1).clip(0, 2)
+    res = clf.select_calibrator(y, p, key=1, rule="one_se")
+    assert res.winner == "none" and res.calibrator is None
+
+
+@pytest.mark.parametrize(
+    "y, p, kwargs, error, match",
+    [
+        ([0, 1, 2], [[0.5, 0.5, 0.0]] * 3, {}, ValueError, r"in \(0, 1\]"),
+        ([0, 1, 2], [[0.5, 0.4, 0.2]] * 3, {}, ValueError, "rows must sum to 1"),
+        ([0, 1, 3], [[0.5, 0.3, 0.2]] * 3, {}, ValueError, "class labels 0 .. 2"),
+        ([0, 1], [[0.5, 0.3, 0.2]] * 3, {}, ValueError, "shapes"),
+        (
+            [0, 1, 2],
+            [[0.5, 0.3, 0.2]] * 3,
+            {"candidates": ("platt",)},
+            ValueError,
+            "names among",
+        ),
+        ([0, 1, 2], [[0.5, 0.3, 0.2]] * 3, {}, ValueError, "at least folds=5 members"),
+        (
+            [0, 1, 2],
+            [[0.5, 0.3, 0.2]] * 3,
+            {"folds": [0, 1, 1]},
+            ValueError,
+            "miss a class",
+        ),
+    ],
+)
+def test_multiclass_bad_input(y, p, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        clf.select_calibrator(y, p, **{"key": 0, **kwargs})
+
+
+def test_multiclass_deterministic_for_a_key_and_compiles_nothing_on_a_new_n():
+    from tests.conftest import compilations_during
+
+    y, p = _multiclass_data(300, seed=25)
+    a = clf.select_calibrator(y, p, key=2)
+    np.testing.assert_array_equal(a.folds, clf.select_calibrator(y, p, key=2).folds)
+    assert not np.array_equal(a.folds, clf.select_calibrator(y, p, key=3).folds)
+    y2, p2 = _multiclass_data(301, seed=26)
+    assert compilations_during(lambda: clf.select_calibrator(y2, p2, key=7)) == 0

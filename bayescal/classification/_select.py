@@ -27,9 +27,15 @@ from bayescal.classification._calibrators import (
     fit_histogram_binning,
     fit_isotonic,
     fit_platt,
+    fit_temperature,
 )
 from bayescal.classification._cross import _check_folds, _stratified_folds
 from bayescal.classification._inputs import check_eps
+from bayescal.classification._scaling import (
+    DirichletCalibrator,
+    fit_dirichlet,
+    fit_vector_scaling,
+)
 from bayescal.classification._spline import fit_spline
 
 __all__ = ["CalibratorSelection", "CANDIDATES", "select_calibrator"]
@@ -336,15 +342,27 @@ def select_calibrator(
     rule: str = "min",
     eps: float | None = None,
 ) -> CalibratorSelection:
-    r"""Choose a binary calibrator, or none, by cross-validation on a proper score.
+    r"""Choose a calibrator, or none, by cross-validation on a proper score.
 
     Parameters
     ----------
     y_true : array_like, shape [N]
-        Binary labels, 0 or 1, of held-out (calibration) data.
-    y_prob : array_like, shape [N]
+        Binary labels, 0 or 1, of held-out (calibration) data; with ``[N, C]``
+        probabilities, class labels ``0 .. C-1``.
+    y_prob : array_like, shape [N] or [N, C]
         The model's predicted probabilities of class 1 for them, in [0, 1] (inside
-        (0, 1) when ``"platt"`` or ``"beta"`` is a candidate).
+        (0, 1) when ``"platt"`` or ``"beta"`` is a candidate). Or class probabilities
+        ``[N, C]`` (rows summing to 1, every value > 0): then the candidates are the
+        multiclass ones, ``("none", "temperature",
+        "vector", "dirichlet")`` by default: :func:`fit_temperature` and
+        :func:`fit_vector_scaling` of ``log p`` and :func:`fit_dirichlet` of ``p``,
+        with their defaults, and the refitted winner is a
+        :class:`DirichletCalibrator` in every case (temperature and vector scaling of
+        ``log p`` are Dirichlet maps with :math:`W = I/T` and :math:`W =
+        \mathrm{diag}(w)`), so it takes the probabilities. The scores are the
+        multiclass log loss and Brier score (the sum over classes, scikit-learn's
+        ``brier_score_loss``); the folds deal each class, shuffled by NumPy's generator
+        seeded with ``key``'s data, round-robin.
     candidates : tuple of str, default ("none", "platt", "isotonic", "beta", "histogram")
         Names in :data:`CANDIDATES`: ``"none"`` (the raw probabilities), and the
         calibrators of :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_beta`,
@@ -425,7 +443,6 @@ def select_calibrator(
     >>> type(res.calibrator).__name__  # refitted on all 400 points
     'PlattCalibrator'
     """
-    names = _check_candidates(candidates)
     _v.check_choice(score, "score", SCORES)
     _v.check_choice(rule, "rule", _sel.RULES)
     eps = check_eps(eps)
@@ -433,6 +450,12 @@ def select_calibrator(
         raise ValueError(
             "eps clips the probabilities of the log loss; with score='brier' leave it None."
         )
+    if np.ndim(y_prob) == 2:
+        return _select_multiclass(
+            y_true, y_prob, candidates=candidates, score=score, folds=folds, key=key,
+            weights=weights, rule=rule, eps=eps,
+        )
+    names = _check_candidates(candidates)
     labels, probs = _host_inputs(y_true, y_prob, names)
     n = labels.shape[0]
     dtype = probs.dtype
@@ -543,3 +566,185 @@ def _fold_ids(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray) -> np.nda
                 "training part needs both classes. Stratify the folds."
             )
     return fold
+
+
+# --------------------------------------------------------------------------- multiclass
+#: The multiclass candidates, by name (``y_prob`` of shape [N, C]). Each refitted
+#: calibrator is a :class:`DirichletCalibrator` (it takes the probabilities): temperature
+#: and vector scaling of ``log p`` are Dirichlet maps with ``W = I / T`` and
+#: ``W = diag(w)``.
+MULTICLASS_DEFAULT = ("none", "temperature", "vector", "dirichlet")
+
+
+def _dirichlet_of(coef: np.ndarray, intercept: np.ndarray, dtype: Any) -> DirichletCalibrator:
+    return DirichletCalibrator(
+        jax.device_put(np.asarray(coef, dtype)), jax.device_put(np.asarray(intercept, dtype))
+    )
+
+
+def _multiclass_fit(name: str, y: np.ndarray, p: np.ndarray, w: np.ndarray) -> Any:
+    """The candidate ``name`` fitted with observation weights ``w`` (0: ignored)."""
+    k = p.shape[1]
+    if name == "none":
+        return None
+    if name == "dirichlet":
+        return fit_dirichlet(y, p, weights=w)
+    logp = np.log(p)
+    if name == "temperature":
+        t = float(fit_temperature(y, logp, weights=w).temperature)
+        return _dirichlet_of(np.eye(k) / t, np.zeros(k), p.dtype)
+    cal = fit_vector_scaling(y, logp, weights=w)
+    return _dirichlet_of(np.diag(np.asarray(cal.coef)), np.asarray(cal.intercept), p.dtype)
+
+
+def _multiclass_host(name: str):
+    def host(data, w_rows):
+        y, p = data
+        cals = [_multiclass_fit(name, y, p, w.astype(p.dtype)) for w in w_rows]
+        q = np.stack(
+            [p.astype(np.float64) if c is None else np.asarray(c(p), np.float64) for c in cals]
+        )
+        return q, lambda r: cals[r]
+
+    return host
+
+
+MULTICLASS_CANDIDATES: dict[str, _sel.Candidate] = {
+    name: _sel.Candidate(None, host=_multiclass_host(name)) for name in MULTICLASS_DEFAULT
+}
+
+
+def _multiclass_loss(score: str, eps: float | None):
+    """Per-observation multiclass loss of ``q [R, n, C]`` (float64): ``-log q_y``, or
+    the Brier score ``sum_k (q_k - [y = k])^2`` (Brier 1950; scikit-learn's
+    ``brier_score_loss`` for more than two classes)."""
+
+    def loss(q, data):
+        y = data[0]
+        if score == "brier":
+            return np.sum((q - np.eye(q.shape[-1])[y]) ** 2, axis=-1)
+        qy = np.take_along_axis(q, np.broadcast_to(y[:, None], q.shape[:-1] + (1,)), -1)[..., 0]
+        if eps is not None:
+            qy = np.clip(qy, eps, 1 - eps)
+        return -np.log(qy)
+
+    return loss
+
+
+def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray]:
+    for value, name in ((y_true, "y_true"), (y_prob, "y_prob")):
+        _v.reject_masked(value, name)
+        if isinstance(value, jax.core.Tracer):
+            raise TypeError(
+                f"select_calibrator runs on the host: {name} must be concrete (not "
+                "traced by jit/vmap); call it outside jax.jit."
+            )
+    y, p = np.asarray(y_true), np.asarray(y_prob)
+    if p.dtype.kind not in "biuf" or y.dtype.kind not in "biuf":
+        raise TypeError(
+            f"y_true and y_prob must be numeric; got dtypes {y.dtype} and {p.dtype}."
+        )
+    if p.ndim != 2 or p.shape[1] < 2 or y.shape != (p.shape[0],):
+        raise ValueError(
+            f"y_prob must be [N, C] class probabilities (C >= 2) and y_true [N] labels; "
+            f"got shapes {y.shape} and {p.shape}."
+        )
+    c = p.shape[1]
+    if not np.all((y == np.round(y)) & (y >= 0) & (y < c)):
+        raise ValueError(f"y_true must hold class labels 0 .. {c - 1} (one per column of y_prob).")
+    p = p.astype(jnp.result_type(float)) if p.dtype.kind != "f" else p
+    if p.dtype == np.float64 and not jax.config.jax_enable_x64:
+        p = p.astype(np.float32)
+    if not np.all(np.isfinite(p)) or np.any((p <= 0) | (p > 1)):
+        raise ValueError(
+            "y_prob must hold finite class probabilities in (0, 1]: the candidates fit "
+            "log(p), infinite at 0. Clip and renormalise (e.g. p = np.clip(p, 1e-7, 1); "
+            "p /= p.sum(1, keepdims=True))."
+        )
+    tol = (1e-4 if p.dtype == np.float32 else 1e-8) * c
+    if np.any(np.abs(p.sum(axis=1, dtype=np.float64) - 1) > tol):
+        raise ValueError(f"y_prob's rows must sum to 1 (within {tol:g}).")
+    return y.astype(np.int64), p
+
+
+def _multiclass_folds(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray, c: int):
+    """Fold ids: each class shuffled by NumPy's generator seeded with the key's data
+    and dealt round-robin (as the binary folds are dealt); or the user's ids."""
+    if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
+        num = _v.check_positive_int(folds, "folds", minimum=2)
+        if key is None:
+            raise TypeError(
+                "key is needed to draw the folds: pass key= (a PRNG key or an int "
+                "seed), or folds= your own fold ids."
+            )
+        counts = np.bincount(labels[w > 0], minlength=c)
+        if counts.min() < num:
+            raise ValueError(
+                f"each class needs at least folds={num} members so that every training "
+                f"part holds it; got class counts {counts.tolist()}. Lower folds or add data."
+            )
+        key = check_key(_v._seed_key(key))
+        seed = np.asarray(jax.random.key_data(key)).astype(np.uint64).ravel().tolist()
+        rng = np.random.default_rng(seed)
+        fold = np.empty(labels.shape[0], np.int64)
+        start = 0
+        for label in range(c):
+            idx = rng.permutation(np.flatnonzero(labels == label))
+            fold[idx] = (start + np.arange(idx.size)) % num
+            start += idx.size
+        return fold
+    if isinstance(folds, bool) or np.ndim(folds) == 0:
+        raise TypeError(f"folds must be an int >= 2 or fold ids; got {folds!r}.")
+    fold = np.asarray(folds)
+    if fold.shape != labels.shape or not np.issubdtype(fold.dtype, np.integer):
+        raise ValueError(
+            f"folds must be integer fold ids, one per observation (shape "
+            f"{labels.shape}); got dtype {fold.dtype} and shape {fold.shape}."
+        )
+    num = int(fold.max()) + 1
+    if fold.min() < 0 or num < 2 or np.unique(fold).size != num:
+        raise ValueError(f"folds must use every id 0 .. K-1 with K >= 2; got {np.unique(fold).tolist()}.")
+    for k in range(num):
+        present = np.unique(labels[(fold != k) & (w > 0)])
+        if present.size != c:
+            raise ValueError(
+                f"the data outside fold {k} miss a class (they hold {present.tolist()} of "
+                f"0 .. {c - 1}); every training part needs every class. Stratify the folds."
+            )
+    return fold.astype(np.int64)
+
+
+def _select_multiclass(y_true, y_prob, *, candidates, score, folds, key, weights, rule, eps):
+    if candidates is DEFAULT:
+        candidates = MULTICLASS_DEFAULT
+    if isinstance(candidates, str) or not isinstance(candidates, tuple | list):
+        raise TypeError(
+            "candidates must be a tuple of names, e.g. ('none', 'temperature'); got "
+            f"{candidates!r}."
+        )
+    names = tuple(candidates)
+    for name in names:
+        if not isinstance(name, str) or name not in MULTICLASS_CANDIDATES:
+            known = ", ".join(repr(n) for n in MULTICLASS_CANDIDATES)
+            raise ValueError(
+                f"candidates must be names among {known} for [N, C] probabilities; got "
+                f"{name!r}."
+            )
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"candidates must be distinct names, at least one; got {names}.")
+    labels, probs = _multiclass_inputs(y_true, y_prob)
+    n, c = probs.shape
+    w = _sel.host_weights(weights, n, probs.dtype)
+    fold = _multiclass_folds(folds, key, labels, w, c)
+    train, test = _sel.fold_weights(fold, w.astype(np.float64), n, np.float64)
+    scores, builds = _sel.host_scores(
+        (labels, probs), train, test, names, MULTICLASS_CANDIDATES,
+        _multiclass_loss(score, eps),
+    )
+    fold_scores = scores.astype(probs.dtype)
+    table = _sel.summarise(fold_scores, names, rule)
+    winner = names[table.winner]
+    return CalibratorSelection(
+        names, table.mean, table.se, table.diff, table.diff_se, fold_scores, fold,
+        winner, builds[table.winner](), score, rule,
+    )
