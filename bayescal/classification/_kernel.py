@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
@@ -225,7 +226,7 @@ def _length(y_true: Any, y_prob: Any) -> int | None:
     shape = getattr(y_prob, "shape", None)
     if shape is None:
         try:
-            shape = jnp.shape(y_prob)
+            shape = np.shape(y_prob)
         except Exception:  # ragged: the input checks report it
             return None
     return int(shape[0]) if len(shape) else None
