@@ -196,3 +196,27 @@ def laplace_cross(xs: jax.Array, ws: jax.Array, rs: jax.Array, scale: jax.Array)
 
     _, c = jax.lax.scan(step, jnp.zeros_like(rs[0]), (f, rs[:-1]))
     return 2 * jnp.sum(rs[1:] * c, axis=0)
+
+
+def test_draws(
+    estimator: str, key: Any, num_samples: Any, length: int | None, name: str
+) -> tuple[jax.Array, int]:
+    """``(key, number of resamples)`` of a kernel calibration test, checked: the
+    linear test needs two pairs and no key (a fixed, unused one); the unbiased test
+    two observations, a key and ``num_samples``. ``length``: the observations (None
+    when the input checks will report a bad shape), named ``name`` in messages."""
+    from bayescal._src import validation as _v
+    from bayescal._src.resampling import as_key
+
+    if estimator == "linear":
+        if length is not None:
+            check_min_length(length, name, 4, "the linear test (two pairs)")
+        return jax.random.key(0), 1  # the key is not used
+    if length is not None:
+        check_min_length(length, name, 2, "the kernel calibration test")
+    if key is None:
+        raise TypeError(
+            "key is required with estimator='unbiased' (the consistency resamples "
+            "are random): pass a PRNG key or an int seed, e.g. key=0."
+        )
+    return as_key(key), _v.check_positive_int(num_samples, "num_samples")

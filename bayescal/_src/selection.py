@@ -230,3 +230,35 @@ def table_repr(title: str, names, mean, se, diff, diff_se, winner: str, score: s
             f"{diff_se[i]:9.3g}{mark}"
         )
     return "\n".join(lines)
+
+
+def fold_count(folds: Any, key: Any) -> int | None:
+    """The number of folds when ``folds`` is a count (then ``key`` draws them), or None
+    for the user's own fold ids."""
+    if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
+        num = _v.check_positive_int(folds, "folds", minimum=2)
+        if key is None:
+            raise TypeError(
+                "key is needed to draw the folds: pass key= (a PRNG key or an int "
+                "seed), or folds= your own fold ids."
+            )
+        return num
+    return None
+
+
+def concrete_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``y_true`` and ``y_prob`` as NumPy arrays of numbers: refused when masked or
+    traced (the selection runs on the host and compiles its own programs)."""
+    for value, name in ((y_true, "y_true"), (y_prob, "y_prob")):
+        _v.reject_masked(value, name)
+        if isinstance(value, jax.core.Tracer):
+            raise TypeError(
+                f"select_calibrator runs its own programs: {name} must be concrete (not "
+                "traced by jit/vmap); call it outside jax.jit."
+            )
+    y, p = np.asarray(y_true), np.asarray(y_prob)
+    if p.dtype.kind not in "biuf" or y.dtype.kind not in "biuf":
+        raise TypeError(
+            f"y_true and y_prob must be numeric; got dtypes {y.dtype} and {p.dtype}."
+        )
+    return y, p

@@ -33,7 +33,6 @@ import numpy as np
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
-from bayescal._src.resampling import as_key
 from bayescal.classification._inputs import binary_inputs, multiclass_compiler_options
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
@@ -404,20 +403,5 @@ def kernel_calibration_test(
     """
     est = _kc.check_estimator(estimator)
     bw = _kc.check_bandwidth(bandwidth)
-    length = _length(y_true, y_prob)
-    if est == "linear":
-        if length is not None:
-            _kc.check_min_length(length, "y_prob", 4, "the linear test (two pairs)")
-        k = jax.random.key(0)  # not used
-        num = 1
-    else:
-        if length is not None:
-            _kc.check_min_length(length, "y_prob", 2, "the kernel calibration test")
-        if key is None:
-            raise TypeError(
-                "key is required with estimator='unbiased' (the consistency resamples "
-                "are random): pass a PRNG key or an int seed, e.g. key=0."
-            )
-        k = as_key(key)
-        num = _v.check_positive_int(num_samples, "num_samples")
+    k, num = _kc.test_draws(est, key, num_samples, _length(y_true, y_prob), "y_prob")
     return _kct(y_true, y_prob, k, estimator=est, bandwidth=bw, num_samples=num)

@@ -504,19 +504,7 @@ def _trimmed(name: str, cal: Any, n: int) -> Any:
 
 def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Labels and probabilities as host arrays, checked (messages name the argument)."""
-    for value, name in ((y_true, "y_true"), (y_prob, "y_prob")):
-        _v.reject_masked(value, name)
-        if isinstance(value, jax.core.Tracer):
-            raise TypeError(
-                f"select_calibrator runs its own compiled program: {name} must be "
-                "concrete (not traced by jit/vmap); call it outside jax.jit."
-            )
-    y = np.asarray(y_true)
-    p = np.asarray(y_prob)
-    if p.dtype.kind not in "biuf" or y.dtype.kind not in "biuf":
-        raise TypeError(
-            f"y_true and y_prob must be numeric; got dtypes {y.dtype} and {p.dtype}."
-        )
+    y, p = _sel.concrete_inputs(y_true, y_prob)
     if y.ndim != 1 or p.ndim != 1 or y.shape != p.shape:
         raise ValueError(
             f"y_true and y_prob must be 1-D of one length; got shapes {y.shape} and "
@@ -540,13 +528,8 @@ def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np
 
 
 def _fold_ids(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray) -> np.ndarray:
-    if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
-        num = _v.check_positive_int(folds, "folds", minimum=2)
-        if key is None:
-            raise TypeError(
-                "key is needed to draw the folds: pass key= (a PRNG key or an int "
-                "seed), or folds= your own fold ids."
-            )
+    num = _sel.fold_count(folds, key)
+    if num is not None:
         counts = np.bincount(labels[w > 0], minlength=2)
         if counts.min() < num:
             raise ValueError(
@@ -632,18 +615,7 @@ def _multiclass_loss(score: str, eps: float | None):
 
 
 def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray]:
-    for value, name in ((y_true, "y_true"), (y_prob, "y_prob")):
-        _v.reject_masked(value, name)
-        if isinstance(value, jax.core.Tracer):
-            raise TypeError(
-                f"select_calibrator runs on the host: {name} must be concrete (not "
-                "traced by jit/vmap); call it outside jax.jit."
-            )
-    y, p = np.asarray(y_true), np.asarray(y_prob)
-    if p.dtype.kind not in "biuf" or y.dtype.kind not in "biuf":
-        raise TypeError(
-            f"y_true and y_prob must be numeric; got dtypes {y.dtype} and {p.dtype}."
-        )
+    y, p = _sel.concrete_inputs(y_true, y_prob)
     if p.ndim != 2 or p.shape[1] < 2 or y.shape != (p.shape[0],):
         raise ValueError(
             f"y_prob must be [N, C] class probabilities (C >= 2) and y_true [N] labels; "
@@ -670,13 +642,8 @@ def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray
 def _multiclass_folds(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray, c: int):
     """Fold ids: each class shuffled by NumPy's generator seeded with the key's data
     and dealt round-robin (as the binary folds are dealt); or the user's ids."""
-    if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
-        num = _v.check_positive_int(folds, "folds", minimum=2)
-        if key is None:
-            raise TypeError(
-                "key is needed to draw the folds: pass key= (a PRNG key or an int "
-                "seed), or folds= your own fold ids."
-            )
+    num = _sel.fold_count(folds, key)
+    if num is not None:
         counts = np.bincount(labels[w > 0], minlength=c)
         if counts.min() < num:
             raise ValueError(

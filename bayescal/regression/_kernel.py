@@ -26,7 +26,6 @@ import numpy as np
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
-from bayescal._src.resampling import as_key
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
 
@@ -427,22 +426,7 @@ def kernel_calibration_test(
     True
     """
     est, bw, tbw = _check_options(estimator, bandwidth, target_bandwidth)
-    length = _length(y_true, loc, scale)
-    if est == "linear":
-        if length is not None:
-            _kc.check_min_length(length, "y_true", 4, "the linear test (two pairs)")
-        k = jax.random.key(0)  # not used
-        num = 1
-    else:
-        if length is not None:
-            _kc.check_min_length(length, "y_true", 2, "the kernel calibration test")
-        if key is None:
-            raise TypeError(
-                "key is required with estimator='unbiased' (the consistency resamples "
-                "are random): pass a PRNG key or an int seed, e.g. key=0."
-            )
-        k = as_key(key)
-        num = _v.check_positive_int(num_samples, "num_samples")
+    k, num = _kc.test_draws(est, key, num_samples, _length(y_true, loc, scale), "y_true")
     return _kct(
         y_true, loc, scale, k, estimator=est, bandwidth=bw, target_bandwidth=tbw,
         num_samples=num,

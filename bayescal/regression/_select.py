@@ -327,13 +327,8 @@ def _host_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[np.ndarray, ...]:
 
 def _fold_ids(folds: Any, key: Any, w: np.ndarray) -> np.ndarray:
     n = w.shape[0]
-    if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
-        num = _v.check_positive_int(folds, "folds", minimum=2)
-        if key is None:
-            raise TypeError(
-                "key is needed to draw the folds: pass key= (a PRNG key or an int "
-                "seed), or folds= your own fold ids."
-            )
+    num = _sel.fold_count(folds, key)
+    if num is not None:
         if int(np.sum(w > 0)) < 2 * num:
             raise ValueError(
                 f"folds={num} needs at least {2 * num} observations of positive weight "
