@@ -284,7 +284,6 @@ def public_cases():
             lambda y, p: C.fit_spline(y, p, penalties=(0.1, 10.0), folds=2),
             yp(),
         ),
-        "fit_venn_abers": lambda: (C.fit_venn_abers, yp()),
         "fit_centered_isotonic": lambda: (C.fit_centered_isotonic, yp()),
         "fit_vector_scaling": lambda: (C.fit_vector_scaling, logits()),
         "fit_matrix_scaling": lambda: (
@@ -609,10 +608,6 @@ EAGER_ONLY = {
     "numpyro_loo_pit_counting_draws",
     "cross_calibrate_isotonic",
     "cross_calibrate_platt_pooled",
-    # a host callback under jit on an input sharded over the mesh cannot run (XLA
-    # gathers it to one device; the other devices wait and abort): eagerly the fit
-    # moves the data to one device first
-    "fit_venn_abers",
 }
 #: Cases whose results must equal the one-device ones bit for bit (rtol 0).
 EXACT = {"pit_ecdf_band", "pit_ecdf_band_batched"}

@@ -11,7 +11,6 @@ one point at its weighted mean score and linear interpolation between the points
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import jax
@@ -287,18 +286,6 @@ def _apply_venn_abers(thresholds, p0_table, p1_table, y_score: Any, output: str 
     return p0, p1
 
 
-def _on_one_device(fn):
-    """``fn(y_true, y_score, ..., weights=)`` with its arrays on one device (:func:`_one_device`)."""
-
-    @functools.wraps(fn)
-    def wrapper(y_true: Any, y_score: Any, *args: Any, weights: Any = None, **kwargs: Any):
-        y_true, y_score, weights = _one_device((y_true, y_score, weights))
-        return fn(y_true, y_score, *args, weights=weights, **kwargs)
-
-    return wrapper
-
-
-@_on_one_device
 @_host.first(_host.fit_venn_abers)
 @_v.validated(
     fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=(0, 1)
@@ -367,24 +354,6 @@ def fit_venn_abers(y_true: Any, y_score: Any, *, weights: Any = None) -> VennAbe
     w = _v.mask_weights(check_weights(weights, s.shape[0], s.dtype), s.shape, s.dtype)
     w = jnp.ones_like(s) if w is None else w.astype(s.dtype)
     return VennAbersCalibrator(*_venn_abers_kernel(s, y, w))
-
-
-def _one_device(arrays: tuple) -> tuple:
-    """Concrete arrays sharded over several devices, moved to the first of them.
-
-    The fits run on the host through ``jax.pure_callback``; on an input spread over a
-    mesh XLA gathers the operand to one device while the other devices' threads wait
-    in an all-reduce rendezvous, which on CPU meshes aborts the process after 40 s
-    (``bayescal._src.isotonic`` has the story). Eagerly the data are moved first (a
-    Venn-ABERS fit needs all of it in one place anyway); under ``jax.jit`` pass
-    inputs on one device.
-    """
-    out = []
-    for a in arrays:
-        if isinstance(a, jax.Array) and _v.is_concrete(a) and len(a.devices()) > 1:
-            a = jax.device_put(a, min(a.devices(), key=lambda d: d.id))
-        out.append(a)
-    return tuple(out)
 
 
 # ------------------------------------------------------------------ cross Venn-ABERS
@@ -568,7 +537,6 @@ def _fit_cross(y_true, y_score, fold_ids, num_folds, weights=None):
     return CrossVennAbersCalibrator(*out)
 
 
-@_on_one_device
 @_host.first(_host.fit_cross_venn_abers)
 def fit_cross_venn_abers(
     y_true: Any, y_score: Any, folds: Any, *, weights: Any = None
