@@ -17,6 +17,10 @@ from bayescal import regression as reg
 from bayescal.regression import _kernel as K
 
 X64 = bool(jax.config.jax_enable_x64)
+# jax.enable_x64 is newer than the minimum JAX (0.4.38 has it in jax.experimental)
+_enable_x64 = getattr(jax, "enable_x64", None)
+if _enable_x64 is None:
+    from jax.experimental import enable_x64 as _enable_x64
 # float32: the pair function is a difference of four O(1) kernel values summed over
 # O(N^2) pairs, so ~1e-7 relative rounding per term; 1e-4 relative with a 2e-5
 # absolute floor (estimates near 0) is a few hundred ulps of the sum, as in the
@@ -146,7 +150,7 @@ def test_expected_target_kernel_equals_numerical_integration(m, s, y, ell):
         return math.exp(-((z - y) ** 2) / (2 * ell**2)) * _pdf(z, m, s)
 
     ref, _ = integrate.quad(f, m - 12 * s, m + 12 * s, epsabs=1e-13, epsrel=1e-12, limit=200)
-    with jax.enable_x64(True):
+    with _enable_x64(True):
         got = float(K._expected_target_kernel(jnp.float64(m), jnp.float64(s), jnp.float64(y), jnp.float64(ell)))
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
 
@@ -171,7 +175,7 @@ def test_expected_pair_kernel_equals_numerical_integration(m1, s1, m2, s2, ell):
 
     ref, _ = integrate.quad(outer, m1 - 12 * s1, m1 + 12 * s1, epsabs=1e-13, epsrel=1e-11, limit=200)
     args = (m1, s1, m2, s2, ell)
-    with jax.enable_x64(True):
+    with _enable_x64(True):
         got = float(K._expected_pair_kernel(*(jnp.float64(a) for a in args)))
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
 
