@@ -314,22 +314,113 @@ def test_host_twins_leave_bad_input_to_the_kernel():
 
 
 def test_band_searches_its_bandwidth_on_the_host_and_compiles_one_program():
+    # Where the band's twin declines (here: its key words withheld; in use: a
+    # non-threefry key, JAX < 0.5's split, more than HOST_MAX values) the kernel runs,
+    # with the bandwidth still searched on the host: one program, reused at a new N
+    from unittest import mock
+
     from bayescal._src import host
     from tests.conftest import compilations_during
 
     y, p = _data(7, 777, 2.0)
     bands = []
-    # the one program (the resampling) compiled for this bucket: a new N reuses it
-    smooth_reliability_band(0, y[:770], p[:770], num_samples=20)  # bucket 896, as 777
-    assert (
-        compilations_during(
-            lambda: bands.append(
-                jax.block_until_ready(smooth_reliability_band(1, y, p, num_samples=20))
+    with mock.patch.object(host, "_key_words", return_value=None):
+        # the one program (the resampling) compiled for this bucket: a new N reuses it
+        smooth_reliability_band(0, y[:770], p[:770], num_samples=20)  # bucket 896, as 777
+        assert (
+            compilations_during(
+                lambda: bands.append(
+                    jax.block_until_ready(smooth_reliability_band(1, y, p, num_samples=20))
+                )
             )
+            == 0
         )
-        == 0
-    )
     with host.disabled():
         ref = smooth_reliability_band(1, y, p, num_samples=20)
     for a, b in zip(jax.tree.leaves(bands[0]), jax.tree.leaves(ref), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+KEYS = {
+    "int": lambda: 3,
+    "typed": lambda: jax.random.key(11),
+    "legacy": lambda: jax.random.PRNGKey(2**31 + 5),
+}
+
+
+@pytest.mark.skipif(
+    not jax.config.jax_threefry_partitionable, reason="the twin needs JAX's partitionable split"
+)
+@pytest.mark.parametrize("key", sorted(KEYS))
+@pytest.mark.parametrize(
+    ("n", "kwargs"),
+    [
+        (300, {"num_samples": 37, "level": 0.8}),
+        (300, {"num_samples": 5, "num_points": None, "bandwidth": 0.1}),
+        (2500, {"num_samples": 200}),
+    ],
+)
+def test_host_band_equals_the_kernel(key, n, kwargs):
+    # The twin draws the kernel's resamples (the same split keys seed NumPy's
+    # generator, as bands.cell_draws does), so the band is the kernel's to rounding
+    from tests.test_host_path import assert_same, both
+
+    y, p = _data(n, n, 1.5)
+    y, p = y.astype(DT), p.astype(DT)
+    got, want, answered = both(lambda: smooth_reliability_band(KEYS[key](), y, p, **kwargs))
+    assert answered == [True]
+    assert_same(got, want)
+    np.testing.assert_array_equal(got[0].expected, want[0].expected)  # the mesh
+    assert got[0].lower is not None and got[0].upper is not None
+
+
+def test_host_band_compiles_nothing():
+    from tests.conftest import compilations_during
+
+    y, p = _data(12, 1234, 2.0)
+    assert compilations_during(lambda: smooth_reliability_band(4, y, p, num_samples=30)) == 0
+
+
+def test_threefry_words_equal_jax_random_split():
+    # The host's threefry-2x32 against jax.random.split / key_data (JAX's own hash)
+    from bayescal._src import host
+
+    if not jax.config.jax_threefry_partitionable:
+        assert host._key_words(0) is None  # the twin declines JAX < 0.5's split
+        return
+    for name, make in KEYS.items():
+        key = make()
+        words = host._key_words(key)
+        typed = jax.random.key(key) if isinstance(key, int) else key
+        np.testing.assert_array_equal(words, jax.random.key_data(typed), err_msg=name)
+        for count in (1, 2, 7, 300):
+            np.testing.assert_array_equal(
+                host._split_words(words, count),
+                jax.random.key_data(jax.random.split(typed, count)),
+                err_msg=f"{name}, {count} keys",
+            )
+    for declined in (-1, 2**31, True, 1.5, jax.random.key(0, impl="rbg")):
+        assert host._key_words(declined) is None
+
+
+def test_host_band_leaves_bad_input_to_the_kernel():
+    from tests.test_host_path import both
+
+    y, p = [0, 1, 1, 0], [0.2, 0.7, 0.9, 0.4]
+    bad = [
+        ((0, [0, 2, 1, 0], p), {}),
+        ((0, y, [0.2, 1.7, 0.9, 0.4]), {}),
+        ((-1, y, p), {}),
+        ((0, y, p), {"num_samples": 1}),
+        ((0, y, p), {"num_samples": 2.0}),
+        ((0, y, p), {"level": 1.0}),
+        ((0, y, p), {"num_points": 1}),
+        ((0, y, p), {"bandwidth": 0.0}),
+    ]
+    for args, kwargs in bad:
+        got, want, answered = both(
+            lambda args=args, kwargs=kwargs: smooth_reliability_band(*args, **kwargs)
+        )
+        assert want[1] is not None, "not a bad input"
+        assert got[1] == want[1]
+        assert not any(answered)

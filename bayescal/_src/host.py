@@ -2096,6 +2096,113 @@ def smooth_reliability_curve(
     return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))
 
 
+
+# --------------------------------------------------------------------------- keys
+def _rotl(x: np.ndarray, d: int) -> np.ndarray:
+    return (x << np.uint32(d)) | (x >> np.uint32(32 - d))
+
+
+def _threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+    """Threefry-2x32 (20 rounds, Salmon et al. 2011) of the counters ``(x0, x1)`` under
+    the key words ``key [2]``, as ``jax.random``'s ``threefry2x32`` computes it:
+    ``[n, 2]`` uint32 (wrapping arithmetic)."""
+    k0, k1 = (np.uint32(v) for v in key)
+    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
+    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
+    with np.errstate(over="ignore"):
+        x0, x1 = x0 + ks[0], x1 + ks[1]
+        for i in range(5):
+            for r in rotations[i % 2]:
+                x0 = x0 + x1
+                x1 = _rotl(x1, r) ^ x0
+            x0 = x0 + ks[(i + 1) % 3]
+            x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return np.stack([x0, x1], axis=-1).astype(np.uint32)
+
+
+def _key_words(key: Any) -> np.ndarray | None:
+    """The two words of a threefry key (an int seed as ``jax.random.key`` seeds it, a
+    concrete typed or ``uint32[2]`` key), when ``jax.random.split`` is the partitionable
+    threefry split :func:`_split_words` computes; else None."""
+    if not jax.config.jax_threefry_partitionable:
+        return None
+    if str(jax.config.jax_default_prng_impl) != "threefry2x32":
+        return None
+    if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
+        return np.array([0, int(key)], np.uint32) if 0 <= int(key) < 2**31 else None
+    if not isinstance(key, jax.Array) or isinstance(key, jax.core.Tracer):
+        return None
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":
+            return None
+        key = jax.random.key_data(key)
+    elif key.dtype != np.uint32 or key.shape != (2,):
+        return None
+    return np.asarray(key, np.uint32)
+
+
+def _split_words(words: np.ndarray, count: int) -> np.ndarray:
+    """``jax.random.key_data(jax.random.split(key, count))`` of the key of ``words``
+    (the partitionable split: the threefry hash of the counters ``(0, i)``)."""
+    return _threefry2x32(words, np.zeros(count, np.uint32), np.arange(count, dtype=np.uint32))
+
+
+def smooth_reliability_band(
+    key: Any,
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bandwidth: Any = None,
+    num_points: Any = 200,
+    num_samples: Any = 200,
+    level: Any = 0.95,
+) -> Any:
+    """:func:`bayescal.classification.smooth_reliability_band` on the host: the same
+    resamples (the kernel's split keys, :func:`_split_words`, seed NumPy's generator as
+    ``bands.cell_draws`` does), smoothed in float64."""
+    from bayescal._src.bands import use_xla_draws
+    from bayescal._src.curve import CalibrationCurve
+    from bayescal.classification._smooth import _DENSITY_EPS, _grid_sizes
+
+    # several devices (or bands.xla_draws): the kernel draws with jax.random there
+    words = None if use_xla_draws() else _key_words(key)
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    ok_points = num_points is None or (type(num_points) is int and 2 <= num_points <= 10**6)
+    ok_samples = type(num_samples) is int and 2 <= num_samples <= 10**5
+    if words is None or data is None or not ok_points or not ok_samples:
+        return None
+    if type(level) not in (float, int) or not 0 < level < 1:
+        return None
+    y, p, sigma = data
+    if sigma is None:
+        rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+        sigma = _smooth_bandwidth(p, rows)[0] / 1024
+    grid, mesh = _grid_sizes(sigma)
+    mesh = mesh if num_points is None else num_points
+    n = p.size
+    # the kernel's jobs: 0 the data, j >= 1 resample j with the (j - 1)-th split key
+    keys = _split_words(words, num_samples)
+    weights = np.empty((num_samples + 1, n), np.float64)
+    weights[0] = 1.0
+    for j in range(num_samples):
+        rng = np.random.default_rng(keys[j])
+        weights[j + 1] = np.bincount(rng.integers(0, n, n), minlength=n)
+    y64 = y.astype(np.float64)
+    t, sm = _relplot_smooth(
+        p, np.concatenate([y64 * weights, weights]), sigma, grid, mesh, p.dtype
+    )
+    dens = sm[num_samples + 1 :] + _DENSITY_EPS
+    mu = sm[: num_samples + 1] / dens
+    alpha = (1 - float(np.asarray(level, p.dtype))) / 2
+    lower, upper = np.quantile(mu[1:], [alpha, 1 - alpha], axis=0)
+    return CalibrationCurve(
+        _device(t),
+        _result(mu[0], p.dtype),
+        _result(dens[0], p.dtype),
+        _result(lower, p.dtype),
+        _result(upper, p.dtype),
+    )
+
 # --------------------------------------------------------------------------- scaling
 # [N, C] inputs: the scaling fits' first calls compile a Newton solver (0.5-0.6 s at
 # N = 1e4, C = 5, i.e. 5e4 values, above HOST_MAX); here that many values, and a

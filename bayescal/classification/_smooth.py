@@ -504,6 +504,7 @@ def _pointwise_quantiles(
     return out[0], out[1]
 
 
+@_host.first(_host.smooth_reliability_band)
 def smooth_reliability_band(
     key: Any,
     y_true: ArrayLike,
