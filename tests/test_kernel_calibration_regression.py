@@ -345,3 +345,58 @@ def test_power_of_the_linear_test_on_biased_means():
     # deviation it rejects always
     y, m, s = _data(1000, 33, reps=100)
     assert _rates(y, m + s, s, "linear") > 0.8
+
+
+# --------------------------------------------------------------------------- host path
+# Concrete CPU inputs of the linear estimator take a NumPy twin (bayescal._src.host):
+# the kernel's median heuristic in the inputs' dtype, the terms in float64. Compared
+# with the kernel path (host.disabled()) as tests/test_host_path.py compares twins.
+@pytest.mark.parametrize("n", [4, 5, 300, 777, 5000])
+@pytest.mark.parametrize("bandwidths", [{}, {"bandwidth": 0.7, "target_bandwidth": 2}])
+def test_host_linear_equals_the_kernel(n, bandwidths):
+    from tests.test_host_path import assert_same, assert_same_test, both
+
+    r = np.random.default_rng(n)
+    m = r.normal(size=n)
+    s = r.uniform(0.5, 2, size=n)
+    y = m + 1.3 * s * r.normal(size=n)
+    got, want, answered = both(lambda: reg.kernel_calibration_test(y, m, s, **bandwidths))
+    assert answered == [True]
+    assert_same_test(got, want)
+    # the median heuristic in the kernel's arithmetic: the same bandwidths
+    assert float(got[0].bandwidth) == float(want[0].bandwidth)
+    assert float(got[0].target_bandwidth) == float(want[0].target_bandwidth)
+    got, want, answered = both(
+        lambda: reg.kernel_calibration_error(y, m, s, estimator="linear", **bandwidths)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+
+
+def test_host_linear_leaves_the_rest_to_the_kernel():
+    from tests.test_host_path import both
+
+    y, m, s = [0.3, -1.2, 2.1, 0.4, -0.5], [0.0, -1.0, 1.5, 0.5, 0.0], [0.5] * 5
+    bad = [
+        ((y[:3], m[:3], s[:3]), {}),  # fewer than two pairs
+        ((y, m, [0.5, 0.5, 0.0, 0.5, 0.5]), {}),
+        (([0.3, np.nan, 2.1, 0.4, -0.5], m, s), {}),
+        ((y, m[:4], s), {}),
+        ((y, m, s), {"bandwidth": 0.0}),
+        ((y, m, s), {"target_bandwidth": True}),
+        ((y, m, s), {"estimator": "quadratic"}),
+    ]
+    for args, kwargs in bad:
+        got, want, answered = both(
+            lambda args=args, kwargs=kwargs: reg.kernel_calibration_test(*args, **kwargs)
+        )
+        assert want[1] is not None, "not a bad input"
+        assert got[1] == want[1]
+        assert not any(answered)
+    # the quadratic estimator and the unbiased test are the kernel's
+    _, _, answered = both(lambda: reg.kernel_calibration_error(y, m, s))
+    assert answered == [False]
+    _, _, answered = both(
+        lambda: reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=0, num_samples=9)
+    )
+    assert answered == [False]

@@ -105,7 +105,7 @@ def _bandwidth(p, w, bandwidth):
 def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
     """``sum_{a,b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C, B]."""
     size, c, b = r.shape
-    block = _kc.block_rows(size, c * max(b, 1))
+    block = _kc.block_rows(size, c)  # the [block, N, C] distance terms
     nblocks = -(-size // block)
     pad = nblocks * block - size
     pp = jnp.concatenate([p, jnp.repeat(p[-1:], pad, axis=0)]) if pad else p

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
@@ -254,6 +255,7 @@ def _kce(y_true, loc, scale, *, estimator, bandwidth, target_bandwidth):
     return _error_kernel(y, m, s, w, bandwidth, target_bandwidth, estimator=estimator)
 
 
+@_host.first(_host.kernel_calibration_error_regression)
 def kernel_calibration_error(
     y_true: Any,
     loc: Any,
@@ -349,6 +351,7 @@ def _kct(y_true, loc, scale, key, *, estimator, bandwidth, target_bandwidth, num
     )
 
 
+@_host.first(_host.kernel_calibration_test_regression)
 def kernel_calibration_test(
     y_true: Any,
     loc: Any,
