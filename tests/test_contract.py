@@ -379,6 +379,26 @@ def test_key_rule():
         clf.expected_calibration_error([0, 1], [0.2, 0.7], debias=True)
 
 
+def test_int_seed_key_is_jax_random_key_and_compiles_nothing():
+    # as_key builds an int seed's threefry key on the host: the key jax.random.key
+    # makes (reference: JAX's own seeding), with no XLA program compiled for it
+    from tests.conftest import compilations_during
+
+    for seed in (0, 1, 12345, 2**31 - 1, 2**31, 2**40):
+        got = core.as_key(seed)
+        want = jax.random.key(seed)
+        assert jax.random.key_impl(got) == jax.random.key_impl(want)
+        np.testing.assert_array_equal(jax.random.key_data(got), jax.random.key_data(want))
+        np.testing.assert_array_equal(
+            jax.random.key_data(jax.random.split(got, 3)),
+            jax.random.key_data(jax.random.split(want, 3)),
+        )
+    keys = []
+    jax.clear_caches()  # JAX's own seeding compiles again from here: the check can fail
+    assert compilations_during(lambda: keys.append(core.as_key(987654))) == 0
+    assert compilations_during(lambda: keys.append(jax.random.key(987654))) > 0
+
+
 def test_import_is_light_and_compiles_nothing():
     # scipy.stats took 0.49 s of the 1.11 s import of bayescal.regression, and
     # scipy.optimize (PAV) and scipy.special (Student-t quantiles) another 0.25 s: they

@@ -124,7 +124,12 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
                 f"{name} as an int seed must lie in [0, 2**63); got {int(key)}. Pass a "
                 "smaller seed or a PRNG key."
             )
-        return jax.random.key(int(key))
+        seed = int(key)
+        if seed < 2**31 and str(jax.config.jax_default_prng_impl) == "threefry2x32":
+            # threefry's key of a seed s in [0, 2**31) holds [0, s]: built on the host
+            # (jax.random.key compiles two programs on its first call in a process)
+            return jax.random.wrap_key_data(np.array([0, seed], np.uint32))
+        return jax.random.key(seed)
     if isinstance(key, jax.Array | np.ndarray | jax.core.Tracer):
         dtype = key.dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and key.shape == ():
