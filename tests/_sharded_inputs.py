@@ -228,6 +228,7 @@ def public_cases():
         return R.fit_sigma_scaling(*reg("y", "loc", "scale"), family=family, **kw)
 
     levels = r()["levels"]
+    folds = np.arange(N) % 4  # the fold ids of fit_cross_venn_abers
     return {
         # classification: metrics
         "reliability_curve": lambda: (C.reliability_curve, yp()),
@@ -282,6 +283,15 @@ def public_cases():
         "fit_scaling_binning": lambda: (C.fit_scaling_binning, yp()),
         "fit_spline": lambda: (
             lambda y, p: C.fit_spline(y, p, penalties=(0.1, 10.0), folds=2),
+            yp(),
+        ),
+        "fit_venn_abers": lambda: (C.fit_venn_abers, yp()),
+        # folds fix the number of folds: concrete, closed over under jit (as documented)
+        "fit_cross_venn_abers": lambda: (
+            {
+                "eager": lambda y, p: C.fit_cross_venn_abers(y, p, folds),
+                "jit": jax.jit(lambda y, p: C.fit_cross_venn_abers(y, p, folds)),
+            },
             yp(),
         ),
         "fit_centered_isotonic": lambda: (C.fit_centered_isotonic, yp()),

@@ -22,7 +22,7 @@ from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
-from bayescal._src.sorting import gather_all
+from bayescal._src.sorting import gather_all, mesh_safe_callback
 from bayescal._src.ties import isotonic_fit, pool_ties
 from bayescal.classification._calibrators import (
     _isotonic_apply,
@@ -177,7 +177,9 @@ def _host_venn_abers(s: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple:
 def _venn_abers_kernel(s: jax.Array, y: jax.Array, w: jax.Array) -> tuple:
     size = s.shape[:-1] + (s.shape[-1] + 1,)
     out = tuple(jax.ShapeDtypeStruct(size, s.dtype) for _ in range(3))
-    return jax.pure_callback(_host_venn_abers, out, s, y, w, vmap_method="expand_dims")
+    # (on a mesh the data come replicated by gather_all, and are cut into pieces that
+    # JAX copies to the callback synchronously: mesh_safe_callback)
+    return mesh_safe_callback(_host_venn_abers, out, s, y, w, vmap_method="expand_dims")
 
 
 @jax.jit
