@@ -25,6 +25,7 @@ use the same sorted order (their points are copies of the observations).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -103,22 +104,21 @@ def _bandwidth(p, w, bandwidth):
 
 
 def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
-    """``sum_{a,b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C, B]."""
+    """``sum_{a,b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C, B]:
+    ``K`` is symmetric with ``K_aa = 1``, so twice the sum over the tiles of the
+    upper triangle (:func:`~bayescal._src.kernel_calibration.upper_tiles`, a
+    ``[T, T] @ [T, C B]`` product per tile) plus ``sum_a ||r_a||^2``."""
     size, c, b = r.shape
-    block = _kc.block_rows(size, c)  # the [block, N, C] distance terms
-    nblocks = -(-size // block)
-    pad = nblocks * block - size
-    pp = jnp.concatenate([p, jnp.repeat(p[-1:], pad, axis=0)]) if pad else p
-    rp = jnp.concatenate([r, jnp.zeros((pad, c, b), r.dtype)]) if pad else r
     flat = r.reshape(size, c * b)
+    # tiles of at most BLOCK_VALUES [T, T, C] distance terms
+    tile = min(_kc.PAIR_TILE, math.isqrt(_kc.BLOCK_VALUES // c))
 
-    def one(i):
-        rows = jax.lax.dynamic_slice_in_dim(pp, i * block, block)
-        k = jnp.exp(-_dist(rows[:, None, :], p[None, :, :]) / nu)  # [block, N]
-        t = (k @ flat).reshape(block, c, b)
-        return jnp.sum(jax.lax.dynamic_slice_in_dim(rp, i * block, block) * t, axis=(0, 1))
+    def one(rows, cols, upper):
+        (pr, fr), (pc, fc) = rows, cols
+        k = jnp.where(upper, jnp.exp(-_dist(pr[:, None, :], pc[None, :, :]) / nu), 0)
+        return jnp.sum((fr * (k @ fc)).reshape(-1, c, b), axis=(0, 1))
 
-    return jnp.sum(jax.lax.map(one, jnp.arange(nblocks)), axis=0)
+    return 2 * _kc.upper_tiles(one, (p, flat), tile) + jnp.sum(r * r, axis=(0, 1))
 
 
 def _binary_cross(p, w, order, r1, nu):
