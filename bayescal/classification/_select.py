@@ -314,17 +314,22 @@ class CalibratorSelection(NamedTuple):
         )
 
 
-def _check_candidates(candidates: Any) -> tuple[str, ...]:
+def _check_candidates(
+    candidates: Any, registry: Any = None, example: str = "'platt'", what: str = ""
+) -> tuple[str, ...]:
+    """Distinct candidate names of ``registry`` (default :data:`CANDIDATES`);
+    ``example`` and ``what`` complete the messages."""
+    registry = CANDIDATES if registry is None else registry
     if isinstance(candidates, str) or not isinstance(candidates, tuple | list):
         raise TypeError(
-            "candidates must be a tuple of names, e.g. ('none', 'platt'); got "
+            f"candidates must be a tuple of names, e.g. ('none', {example}); got "
             f"{candidates!r}."
         )
     names = tuple(candidates)
-    known = ", ".join(repr(n) for n in CANDIDATES)
+    known = ", ".join(repr(n) for n in registry)
     for name in names:
-        if not isinstance(name, str) or name not in CANDIDATES:
-            raise ValueError(f"candidates must be names among {known}; got {name!r}.")
+        if not isinstance(name, str) or name not in registry:
+            raise ValueError(f"candidates must be names among {known}{what}; got {name!r}.")
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"candidates must be distinct names, at least one; got {names}.")
     return names
@@ -684,21 +689,9 @@ def _multiclass_folds(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray, c
 def _select_multiclass(y_true, y_prob, *, candidates, score, folds, key, weights, rule, eps):
     if candidates is DEFAULT:
         candidates = MULTICLASS_DEFAULT
-    if isinstance(candidates, str) or not isinstance(candidates, tuple | list):
-        raise TypeError(
-            "candidates must be a tuple of names, e.g. ('none', 'temperature'); got "
-            f"{candidates!r}."
-        )
-    names = tuple(candidates)
-    for name in names:
-        if not isinstance(name, str) or name not in MULTICLASS_CANDIDATES:
-            known = ", ".join(repr(n) for n in MULTICLASS_CANDIDATES)
-            raise ValueError(
-                f"candidates must be names among {known} for [N, C] probabilities; got "
-                f"{name!r}."
-            )
-    if len(set(names)) != len(names) or not names:
-        raise ValueError(f"candidates must be distinct names, at least one; got {names}.")
+    names = _check_candidates(
+        candidates, MULTICLASS_CANDIDATES, "'temperature'", " for [N, C] probabilities"
+    )
     labels, probs = _multiclass_inputs(y_true, y_prob)
     n, c = probs.shape
     w = _sel.host_weights(weights, n, probs.dtype)
