@@ -402,9 +402,11 @@ def _scaling_binning(n):
         return c.calibrate(p.astype(np.float64))
 
     def check(out, ref):
-        # the package's lbfgs Platt step stops at ~1e-5; both maps are monotone, so
-        # the calibration points fall in the same bins and only the bin means differ
-        _close(out, ref, 1e-4)
+        # the package's lbfgs Platt step (scikit-learn's default tol 1e-4) stops early;
+        # both maps are monotone, so the calibration points fall in the same bins and
+        # only the bin means differ: ~5e-5 at N = 1e3-1e5, 1.7e-4 at N = 200 (the
+        # smoke test's size), the same in float32 and x64
+        _close(out, ref, 3e-4)
 
     return ours, peer, check
 
@@ -560,7 +562,7 @@ CASES = [
          10**5, f"5e-5 / 1e-9 ({F32})", "", _iso_prior),
     Case("fit_scaling_binning(split=None) + apply",
          "uncertainty-calibration PlattBinnerCalibrator", "calibration", 10**5,
-         "1e-4 (the peer's lbfgs stops at ~1e-5)", "", _scaling_binning),
+         "3e-4 (the peer's lbfgs stops early: ~5e-5 at N >= 1e3)", "", _scaling_binning),
     Case("fit_vector_scaling + apply (K=4)", "scipy L-BFGS-B on the NLL", None, 10**5,
          f"probabilities to 2e-3 / 1e-5 ({F32})", "", _vector),
     Case("fit_matrix_scaling + apply (K=4)", "sklearn LogisticRegression multinomial",
