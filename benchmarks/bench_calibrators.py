@@ -27,11 +27,12 @@ malformed ``install_requires``), scipy L-BFGS-B on the vector-scaling NLL, numpy
 (top-label histogram binning per Gupta & Ramdas 2022; the O(N^2) kernel calibration
 error of Widmann et al. 2019; Hosmer-Lemeshow, Spiegelhalter's z, ICI with
 scikit-learn's isotonic fit), ``statsmodels`` GLM (calibration slope and intercept),
-and a plain cross-validation loop over scikit-learn's ``PredefinedSplit`` as in
+a plain cross-validation loop over scikit-learn's ``PredefinedSplit`` as in
 ``CalibratedClassifierCV`` (``select_calibrator``, binary; and multiclass, with
 temperature scaling by scipy, vector scaling by scipy L-BFGS-B and Dirichlet
 calibration by ``LogisticRegression`` on log-probabilities, scored by
-``sklearn.metrics.log_loss``).
+``sklearn.metrics.log_loss``), and ``splinecalib`` 0.0.13 (``SplineCalib``, Lucena
+2018; ``fit_spline``), built from source by pip (a C extension; gcc).
 
 ``python benchmarks/bench_calibrators.py [--sizes 1e3,1e4,1e5] [--repeat 5]
 [--markdown FILE]`` prints the markdown table (and writes it atomically to FILE, never
@@ -70,6 +71,7 @@ NOT_INSTALLED = "peer not installed"
 NUM_TEST = 100  # new points each fitted calibrator is applied to
 K_CLASSES = 4
 NUM_FOLDS = 5
+SPLINE_KNOTS = 10  # fit_spline's default
 BANDWIDTH = 0.3  # the kernel's length scale, given to both sides (bayescal's default
 # median heuristic subsamples 512 points; the O(N^2) median would dominate the peer)
 
@@ -320,6 +322,26 @@ def _cv_table_multiclass(y, probs, folds, test):
             table[c, k] = log_loss(y[held], fit(name, train, logp[held]), labels=labels)
     winner = MULTICLASS[int(np.argmin(table.mean(1)))]
     return table, winner, fit(winner, np.arange(y.size), tlogp)
+
+
+def _splinecalib_order(sc, y, num_folds):
+    """A reordering of the rows for splinecalib: its stratified folds (calib_utils.
+    get_stratified_foldnums, seed 42: each class shuffled, then cut in contiguous
+    blocks) of the reordered rows are fit_spline's folds of the rows (the j-th row of
+    each class in fold j mod F). Needs every class count a multiple of F."""
+    theirs = sc.calib_utils.get_stratified_foldnums(y.astype(np.float64), num_folds, 42)
+    ours = np.empty(y.size, np.int64)
+    for c in (0, 1):
+        rows = np.flatnonzero(y == c)
+        ours[rows] = np.arange(rows.size) % num_folds
+    order = np.empty(y.size, np.int64)
+    for c in (0, 1):
+        for f in range(num_folds):
+            slots = np.flatnonzero((y == c) & (theirs == f))
+            rows = np.flatnonzero((y == c) & (ours == f))
+            assert slots.size == rows.size, "class counts must be multiples of the folds"
+            order[slots] = rows
+    return order
 
 
 # --------------------------------------------------------------------------------------
@@ -623,6 +645,75 @@ def _select_multiclass(n):
     return ours, lambda _: _cv_table_multiclass(y, probs, folds, tprobs), check
 
 
+def _spline_data(n, seed):
+    """y ~ Bernoulli(p^2) (not a sigmoid of logit p), both class counts multiples of
+    the folds (up to 4 labels flipped to 0), so that splinecalib can be given
+    fit_spline's folds; new points over (0.01, 0.99)."""
+    r = np.random.default_rng(seed)
+    p = r.uniform(0.02, 0.98, n)
+    y = (r.uniform(size=n) < p**2).astype(np.int64)
+    y[np.flatnonzero(y == 1)[: y.sum() % NUM_FOLDS]] = 0
+    return y, p.astype(_dtype()), r.uniform(0.01, 0.99, NUM_TEST).astype(_dtype())
+
+
+def _spline(n):
+    y, p, test = _spline_data(n, 20)
+    # fit_spline's documented knots (np.quantile of the log-odds at linspace(0, 1, 10)),
+    # given to splinecalib on the probability scale (it takes the logit of add_knots)
+    x = scipy.special.logit(p.astype(np.float64))
+    knots = np.quantile(x, np.linspace(0, 1, SPLINE_KNOTS))
+    order = {}
+
+    def peer(sc):
+        import warnings
+
+        if "rows" not in order:  # the first call, the untimed check's
+            order["rows"] = _splinecalib_order(sc, y, NUM_FOLDS)
+        rows = order["rows"]
+        cal = sc.SplineCalib(
+            knot_sample_size=0, add_knots=scipy.special.expit(knots), unity_prior=False,
+            cv_spline=NUM_FOLDS, param_search_mode="full", reg_prec=16, tol=1e-8,
+        )
+        with warnings.catch_warnings():  # the L-BFGS-B "did not converge" notes
+            warnings.simplefilter("ignore", UserWarning)
+            cal.fit(p[rows].astype(np.float64), y[rows])
+        return cal.calibrate(test.astype(np.float64)), cal, rows
+
+    def check(out, ref):
+        _, cal, rows = ref
+        sc = sys.modules["splinecalib.calib_utils"]
+        # 1. the knots
+        got = clf.fit_spline(y, p)
+        _close(got.knots, knots, _loose(1e-5, 1e-12), _loose(1e-6, 1e-12))
+        # 2. the penalty: bayescal's choice (its calibrator) is its fit at the penalty
+        # splinecalib chose on the same folds
+        lam = float(cal.best_reg_param)
+        _close(out, clf.fit_spline(y, p, penalties=(lam,))(test), _loose(1e-6, 1e-12))
+        # 3. the final fit: splinecalib 0.0.13 fits its final model without its last
+        # fold (fit_spline on all the data); moved to all the data with its own basis
+        # and objective (loss_fun_c.pen_ll_fun_grad), from its coefficients, by scipy's
+        # trust-exact with the objective's Hessian written out (its BFGS stops at ~1e-7
+        # in the probabilities), the two calibrated probabilities agree (float32:
+        # bayescal's float32 coefficients, 5e-7 seen; x64: 6e-9 seen)
+        big_x, k = cal.X_mat_used, knots.size
+
+        def hessian(beta, *_):
+            q = scipy.special.expit(big_x @ beta)
+            h = (big_x * (q * (1 - q))[:, None]).T @ big_x / big_x.shape[0]
+            return h + 2 * lam / k * np.eye(k)
+
+        res = scipy.optimize.minimize(
+            sc.pen_ll_fun_grad, cal.basis_coef_vec, (big_x, y[rows].astype(np.float64), lam),
+            jac=True, hess=hessian, method="trust-exact", options=dict(gtol=1e-13),
+        )
+        basis = sc._natural_cubic_spline_basis_expansion(
+            scipy.special.logit(test.astype(np.float64)), cal.knot_vec_tr
+        )
+        _close(out, scipy.special.expit(basis @ res.x), _loose(1e-5, 1e-7))
+
+    return lambda: clf.fit_spline(y, p)(test), peer, check
+
+
 F32 = "f32 / x64"
 CASES = [
     Case("fit_venn_abers + apply", "venn-abers 1.5 VennAbers", "venn_abers", 10**5,
@@ -677,6 +768,13 @@ CASES = [
          f"fold scores rtol 1e-5 / 1e-6 ({F32}); same winner, its probabilities to "
          f"2e-3 / 1e-5", "sklearn log_loss; winner refitted on all the data",
          _select_multiclass),
+    # the peer (85 L-BFGS-B fits at tol 1e-8) takes ~75 s a call at N = 1e5 (measured
+    # on the loaded machine; 1-15 s at 1e4), 4 calls a row: not run above 1e4
+    Case("fit_spline + apply", "splinecalib 0.0.13 SplineCalib", "splinecalib", 10**4,
+         f"same knots and penalty; probabilities to 1e-5 / 1e-7 ({F32}) after its final "
+         "fit is moved to all the data",
+         "peer given fit_spline's knots and folds, full CV, tol 1e-8, no unity prior",
+         _spline),
 ]
 
 
