@@ -615,7 +615,9 @@ def test_fit_scaling_binning_and_its_map_equal_kernel(n, weighted, kwargs):
     assert_same(got_apply, want_apply, exact=True)
 
 
-@pytest.mark.parametrize("n", [60, 600, 5000])
+@pytest.mark.parametrize(
+    "n", [60, 600, 5000, pytest.param(40000, marks=pytest.mark.slow)]  # > HOST_MAX too
+)
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("kwargs", [{}, {"knots": 5, "folds": 3, "eps": 0.01}])
 def test_fit_spline_and_its_map_equal_kernel(n, weighted, kwargs):
