@@ -97,7 +97,8 @@ def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) 
         s = jnp.sort(jnp.where(valid, d, jnp.inf).ravel())
     c = jnp.maximum(count, 1)
     med = (s[(c - 1) // 2] + s[c // 2]) / 2
-    mean = jnp.sum(jnp.where(valid, d, 0)) / jnp.maximum(count, 1).astype(d.dtype)
+    # each distance divided before the sum: no overflow of the sum near the dtype's max
+    mean = jnp.sum(jnp.where(valid, d / jnp.maximum(count, 1).astype(d.dtype), 0))
     out = jnp.where(med > 0, med, jnp.where(mean > 0, mean, jnp.ones_like(med)))
     return jnp.where(count > 0, out, jnp.nan).astype(d.dtype)
 
