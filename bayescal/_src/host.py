@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src.validation import host_resident
+from bayescal._src.validation import host_resident, seed_words
 
 __all__ = ["HOST_MAX", "active", "disabled", "first"]
 
@@ -2136,7 +2136,7 @@ def _key_words(key: Any) -> np.ndarray | None:
     if str(jax.config.jax_default_prng_impl) != "threefry2x32":
         return None
     if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
-        return np.array([0, int(key)], np.uint32) if 0 <= int(key) < 2**31 else None
+        return seed_words(key)
     if not isinstance(key, jax.Array) or isinstance(key, jax.core.Tracer):
         return None
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -2167,7 +2167,7 @@ def smooth_reliability_band(
     """:func:`bayescal.classification.smooth_reliability_band` on the host: the same
     resamples (the kernel's split keys, :func:`_split_words`, seed NumPy's generator as
     ``bands.cell_draws`` does), smoothed in float64."""
-    from bayescal._src.bands import use_xla_draws
+    from bayescal._src.bands import _host_cell_draws, use_xla_draws
     from bayescal._src.curve import CalibrationCurve
     from bayescal.classification._smooth import _DENSITY_EPS, _grid_sizes
 
@@ -2188,12 +2188,11 @@ def smooth_reliability_band(
     mesh = mesh if num_points is None else num_points
     n = p.size
     # the kernel's jobs: 0 the data, j >= 1 resample j with the (j - 1)-th split key
-    keys = _split_words(words, num_samples)
     weights = np.empty((num_samples + 1, n), np.float64)
     weights[0] = 1.0
-    for j in range(num_samples):
-        rng = np.random.default_rng(keys[j])
-        weights[j + 1] = np.bincount(rng.integers(0, n, n), minlength=n)
+    weights[1:] = _host_cell_draws(
+        _split_words(words, num_samples), np.float64(n), np.ones(n), kind="resample"
+    )
     y64 = y.astype(np.float64)
     t, sm = _relplot_smooth(
         p, np.concatenate([y64 * weights, weights]), sigma, grid, mesh, p.dtype

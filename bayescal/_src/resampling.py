@@ -124,12 +124,10 @@ def as_key(key: Any, name: str = "key") -> jax.Array:
                 f"{name} as an int seed must lie in [0, 2**63); got {int(key)}. Pass a "
                 "smaller seed or a PRNG key."
             )
-        seed = int(key)
-        if seed < 2**31 and str(jax.config.jax_default_prng_impl) == "threefry2x32":
-            # threefry's key of a seed s in [0, 2**31) holds [0, s]: built on the host
-            # (jax.random.key compiles two programs on its first call in a process)
-            return jax.random.wrap_key_data(np.array([0, seed], np.uint32))
-        return jax.random.key(seed)
+        # built on the host where it can be (jax.random.key compiles two programs on
+        # its first call in a process)
+        words = _v.seed_words(key)
+        return jax.random.key(int(key)) if words is None else jax.random.wrap_key_data(words)
     if isinstance(key, jax.Array | np.ndarray | jax.core.Tracer):
         dtype = key.dtype
         if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key) and key.shape == ():

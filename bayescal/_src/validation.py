@@ -409,22 +409,29 @@ def _bucketed(
 _KEY_NAMES = ("key", "rng_key")
 
 
-def _seed_key(value: Any) -> Any:
-    """An int seed as the typed key ``jax.random.key(seed)`` makes, built on the host.
-
-    A Python int is a static argument of the fused program: every new seed compiled
-    the whole program again. The key holds the same data (threefry's seed of ``s`` in
-    ``[0, 2**31)`` is ``[0, s]``), so the results are those of the seed; anything else
-    (other seeds, PRNG implementations, bools) is left to the function's own check.
-    """
+def seed_words(value: Any) -> np.ndarray | None:
+    """The key data ``jax.random.key(seed)`` holds for an int seed, computed on the host
+    (threefry's seed of ``s`` in ``[0, 2**31)`` is ``[0, s]``), or None for anything
+    else (other seeds, PRNG implementations, bools, non-ints)."""
     if (
         isinstance(value, int | np.integer)
         and not isinstance(value, bool | np.bool_)
         and 0 <= int(value) < 2**31
         and str(jax.config.jax_default_prng_impl) == "threefry2x32"
     ):
-        return jax.random.wrap_key_data(np.array([0, int(value)], np.uint32))
-    return value
+        return np.array([0, int(value)], np.uint32)
+    return None
+
+
+def _seed_key(value: Any) -> Any:
+    """An int seed as the typed key ``jax.random.key(seed)`` makes, built on the host.
+
+    A Python int is a static argument of the fused program: every new seed compiled
+    the whole program again. The key holds the same data (:func:`seed_words`), so the
+    results are those of the seed; anything else is left to the function's own check.
+    """
+    words = seed_words(value)
+    return value if words is None else jax.random.wrap_key_data(words)
 
 
 def _seeds_as_keys(args: tuple, kwargs: dict, positions: dict[str, int]):
