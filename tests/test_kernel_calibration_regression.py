@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from bayescal import regression as reg
+from bayescal._src.host import disabled as host_disabled
 from bayescal.regression import _kernel as K
 
 X64 = bool(jax.config.jax_enable_x64)
@@ -151,7 +152,8 @@ def test_expected_target_kernel_equals_numerical_integration(m, s, y, ell):
 
     ref, _ = integrate.quad(f, m - 12 * s, m + 12 * s, epsabs=1e-13, epsrel=1e-12, limit=200)
     with _enable_x64(True):
-        got = float(K._expected_target_kernel(jnp.float64(m), jnp.float64(s), jnp.float64(y), jnp.float64(ell)))
+        # the kernel's expectation in units of ell, by its difference from 1
+        got = 1 + float(K._less_one(jnp.float64((s / ell) ** 2), jnp.float64(((m - y) / ell) ** 2)))
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
 
 
@@ -174,9 +176,9 @@ def test_expected_pair_kernel_equals_numerical_integration(m1, s1, m2, s2, ell):
         return inner(z) * _pdf(z, m1, s1)
 
     ref, _ = integrate.quad(outer, m1 - 12 * s1, m1 + 12 * s1, epsabs=1e-13, epsrel=1e-11, limit=200)
-    args = (m1, s1, m2, s2, ell)
+    var, dist2 = (s1**2 + s2**2) / ell**2, ((m1 - m2) / ell) ** 2
     with _enable_x64(True):
-        got = float(K._expected_pair_kernel(*(jnp.float64(a) for a in args)))
+        got = 1 + float(K._less_one(jnp.float64(var), jnp.float64(dist2)))
     np.testing.assert_allclose(got, ref, rtol=1e-8, atol=1e-12)
 
 
@@ -381,3 +383,97 @@ def test_huge_targets_give_finite_results():
         assert np.isfinite(float(value))
     # the mean distance: 7 of the 28 pairs at y[0]
     np.testing.assert_allclose(float(t.target_bandwidth), float(y[0]) * 7 / 28, rtol=1e-6)
+
+
+def test_tiny_targets_beside_unit_scales_give_the_reference():
+    # targets scaled by 1e-30 beside scales of 1/8: s / l = 4e30, whose square is inf
+    # in float32; capped, the estimates are finite and equal the float64 double loop
+    # (the sharded fuzz harness's medium profile found NaN)
+    y = np.array([0, 0, 0, 0, 0, 0, 0, 1], np.float64) / 8 * 1e-30
+    m = np.array([0, 0, 0, 0, 0, 0, 0, 1], np.float64) / 8
+    s = np.full(8, 1 / 8)
+    # most distances are 0: the median heuristics fall back to the mean distances,
+    # 7 of the 28 pairs at 1/8 (loc) and at 1e-30 / 8 (targets)
+    kw = {"bandwidth": 7 / 8 / 28, "target_bandwidth": 7e-30 / 8 / 28}
+    y32, m32, s32 = (a.astype(_dtype()) for a in (y, m, s))
+    uq, ul, *_ = _reference(y32, m32, s32, **kw)
+    y, m, s = y32, m32, s32
+    with host_disabled():
+        got_uq = float(reg.kernel_calibration_error(y, m, s, **kw))
+        got_ul = float(reg.kernel_calibration_error(y, m, s, estimator="linear", **kw))
+        test = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=0, num_samples=9)
+    np.testing.assert_allclose(float(test.target_bandwidth), kw["target_bandwidth"], rtol=1e-6)
+    np.testing.assert_allclose(float(test.bandwidth), kw["bandwidth"], rtol=1e-6)
+    np.testing.assert_allclose(got_uq, uq, rtol=RTOL, atol=TOL)
+    np.testing.assert_allclose(got_ul, ul, rtol=RTOL, atol=TOL)
+    assert all(np.isfinite(float(v)) for v in test)
+
+
+def test_linear_terms_keep_their_precision_when_they_nearly_cancel():
+    # y = loc = 0, scale = 1/8, l = nu = 1 (every distance 0): each term is
+    # 1 - 2 (1 + 1/64)^(-1/2) + (1 + 2/64)^(-1/2) = 1.76e-4, four values near 1
+    # that cancel; the kernel (host path off) keeps float32's relative precision of
+    # the differences from 1 (it lost 6e-4 of the value before). Reference: the closed
+    # form in Python floats.
+    want = 1 - 2 / math.sqrt(1 + 1 / 64) + 1 / math.sqrt(1 + 2 / 64)
+    y, m, s = np.zeros(8, _dtype()), np.zeros(8, _dtype()), np.full(8, 1 / 8, _dtype())
+    with host_disabled():
+        got = reg.kernel_calibration_test(y, m, s)
+    assert float(got.bandwidth) == float(got.target_bandwidth) == 1.0
+    # ~3 ulps of each of the three differences (<= 0.016) over the 1.76e-4 they leave
+    np.testing.assert_allclose(float(got.statistic), want, rtol=1e-9 if X64 else 2e-5)
+# --------------------------------------------------------------------------- host path
+# Concrete CPU inputs of the linear estimator take a NumPy twin (bayescal._src.host):
+# the kernel's median heuristic in the inputs' dtype, the terms in float64. Compared
+# with the kernel path (host.disabled()) as tests/test_host_path.py compares twins.
+@pytest.mark.parametrize("n", [4, 5, 300, 777, 5000])
+@pytest.mark.parametrize("bandwidths", [{}, {"bandwidth": 0.7, "target_bandwidth": 2}])
+def test_host_linear_equals_the_kernel(n, bandwidths):
+    from tests.test_host_path import assert_same, assert_same_test, both
+
+    r = np.random.default_rng(n)
+    m = r.normal(size=n)
+    s = r.uniform(0.5, 2, size=n)
+    y = m + 1.3 * s * r.normal(size=n)
+    got, want, answered = both(lambda: reg.kernel_calibration_test(y, m, s, **bandwidths))
+    assert answered == [True]
+    assert_same_test(got, want)
+    # the median heuristic in the kernel's arithmetic: the same bandwidths, up to the
+    # last bit of a hypot that XLA may compute with an FMA or without
+    ulp = 2 * np.finfo(got[0].bandwidth.dtype).eps
+    np.testing.assert_allclose(float(got[0].bandwidth), float(want[0].bandwidth), rtol=ulp)
+    assert float(got[0].target_bandwidth) == float(want[0].target_bandwidth)
+    got, want, answered = both(
+        lambda: reg.kernel_calibration_error(y, m, s, estimator="linear", **bandwidths)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+
+
+def test_host_linear_leaves_the_rest_to_the_kernel():
+    from tests.test_host_path import both
+
+    y, m, s = [0.3, -1.2, 2.1, 0.4, -0.5], [0.0, -1.0, 1.5, 0.5, 0.0], [0.5] * 5
+    bad = [
+        ((y[:3], m[:3], s[:3]), {}),  # fewer than two pairs
+        ((y, m, [0.5, 0.5, 0.0, 0.5, 0.5]), {}),
+        (([0.3, np.nan, 2.1, 0.4, -0.5], m, s), {}),
+        ((y, m[:4], s), {}),
+        ((y, m, s), {"bandwidth": 0.0}),
+        ((y, m, s), {"target_bandwidth": True}),
+        ((y, m, s), {"estimator": "quadratic"}),
+    ]
+    for args, kwargs in bad:
+        got, want, answered = both(
+            lambda args=args, kwargs=kwargs: reg.kernel_calibration_test(*args, **kwargs)
+        )
+        assert want[1] is not None, "not a bad input"
+        assert got[1] == want[1]
+        assert not any(answered)
+    # the quadratic estimator and the unbiased test are the kernel's
+    _, _, answered = both(lambda: reg.kernel_calibration_error(y, m, s))
+    assert answered == [False]
+    _, _, answered = both(
+        lambda: reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=0, num_samples=9)
+    )
+    assert answered == [False]

@@ -2104,6 +2104,136 @@ def smooth_reliability_curve(
 
 
 
+# --------------------------------------------------------------------------- regression SKCE
+def _kernel_bandwidth(value: Any) -> float | None:
+    """A bandwidth option the kernel takes unchanged (a positive finite float), or
+    None for anything else (``None`` asks for the median heuristic: see the caller)."""
+    if type(value) in (float, int) and math.isfinite(value) and value > 0:
+        return float(value)
+    return None
+
+
+def _hypot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``jnp.hypot``'s formula in the inputs' dtype, ``max * sqrt(1 + (min / max)^2)``,
+    as XLA on CPU computes it (NumPy's ``hypot`` can differ from it in the last bit,
+    which moves the median heuristic's bandwidth by an ulp)."""
+    a, b = np.abs(a), np.abs(b)
+    hi, lo = np.maximum(a, b), np.minimum(a, b)
+    with np.errstate(over="ignore", under="ignore"):
+        safe = np.where(hi == 0, hi.dtype.type(1), hi)
+        q = lo / safe
+        if q.dtype == np.float32:  # XLA fuses 1 + q^2 into one rounding (an FMA)
+            one_plus = (1 + np.square(q.astype(np.float64))).astype(np.float32)
+        else:
+            one_plus = 1 + np.square(q)
+        out = np.where(hi == 0, hi, hi * np.sqrt(one_plus))
+    return np.where(np.isposinf(a) | np.isposinf(b), np.inf, out).astype(a.dtype)
+
+
+def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
+    """``kernel_calibration.median_distance`` of the points ``a`` (or of the normals
+    ``(a, b)`` in the 2-Wasserstein distance), in their dtype's arithmetic: the pairs
+    ``i < j`` of at most ``MEDIAN_POINTS`` observations spread over the data."""
+    from bayescal._src.kernel_calibration import MEDIAN_POINTS
+
+    n = a.size
+    m = min(n, MEDIAN_POINTS)
+    idx = (np.arange(m) * n) // m
+    iu, ju = np.triu_indices(m, 1)
+    sa = a[idx]
+    if b is None:
+        d = np.abs(sa[iu] - sa[ju])
+    else:
+        sb = b[idx]
+        d = _hypot(sa[iu] - sa[ju], sb[iu] - sb[ju])
+    d = np.sort(d)
+    c = d.size
+    med = (d[(c - 1) // 2] + d[c // 2]) / a.dtype.type(2)
+    if med > 0:
+        return float(med)
+    # each distance divided before the sum, as the kernel does (no overflow)
+    mean = float(np.sum(d / a.dtype.type(c), dtype=a.dtype))
+    return mean if mean > 0 else 1.0
+
+
+def _regression_linear_terms(
+    y_true: Any, loc: Any, scale: Any, estimator: Any, bandwidth: Any, target_bandwidth: Any
+) -> tuple[np.ndarray, float, float, Any] | None:
+    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of Gaussian predictives, the
+    two bandwidths and the dtype, or None."""
+    if estimator != "linear":
+        return None
+    y, m, s = _vector(y_true), _vector(loc), _vector(scale)
+    if y is None or m is None or s is None or not y.shape == m.shape == s.shape:
+        return None
+    if not y.dtype == m.dtype == s.dtype or y.size < 4:
+        return None
+    if not (_normal(y) and _normal(m) and _normal(s, 0) and s.min() > 0):
+        return None
+    nu, ell = _kernel_bandwidth(bandwidth), _kernel_bandwidth(target_bandwidth)
+    if (nu is None and bandwidth is not None) or (ell is None and target_bandwidth is not None):
+        return None
+    nu = _median_heuristic(m, s) if nu is None else nu
+    ell = _median_heuristic(y) if ell is None else ell
+    from bayescal.regression._kernel import _h
+
+    half = y.size // 2
+    even = tuple(v[0 : 2 * half : 2].astype(np.float64) for v in (y, m, s))
+    odd = tuple(v[1 : 2 * half : 2].astype(np.float64) for v in (y, m, s))
+    # the kernel's bandwidths rounded to the inputs' dtype, the kernel's formula
+    nu64, ell64 = float(np.asarray(nu, y.dtype)), float(np.asarray(ell, y.dtype))
+    with np.errstate(over="ignore", under="ignore"):
+        terms = _h(even, odd, nu64, ell64, xp=np)
+    return terms, nu, ell, y.dtype
+
+
+def kernel_calibration_error_regression(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    estimator: Any = "unbiased",
+    bandwidth: Any = None,
+    target_bandwidth: Any = None,
+) -> Any:
+    """:func:`bayescal.regression.kernel_calibration_error` with ``estimator="linear"``
+    on the host (O(N); the quadratic estimator is the kernel's)."""
+    data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
+    if data is None:
+        return None
+    terms, _, _, dtype = data
+    return _result(terms.mean(), dtype)
+
+
+def kernel_calibration_test_regression(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    estimator: Any = "linear",
+    bandwidth: Any = None,
+    target_bandwidth: Any = None,
+    key: Any = None,
+    num_samples: Any = 500,
+) -> Any:
+    """:func:`bayescal.regression.kernel_calibration_test` with the linear estimator
+    on the host: the normal approximation of ``kernel_calibration.linear_test``."""
+    from bayescal.regression._kernel import KernelCalibrationTest
+
+    del key, num_samples  # the linear test draws nothing
+    data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
+    if data is None:
+        return None
+    terms, nu, ell, dtype = data
+    mean, var = terms.mean(), terms.var(ddof=1)
+    if var > 0:
+        p = 0.5 * math.erfc(math.sqrt(terms.size) * mean / math.sqrt(var) / math.sqrt(2))
+    else:  # every term equal: no evidence against calibration unless the mean is > 0
+        p = 0.0 if mean > 0 else 1.0
+    return KernelCalibrationTest(
+        _result(mean, dtype), _result(p, dtype), _result(nu, dtype), _result(ell, dtype)
+    )
+
 # --------------------------------------------------------------------------- keys
 def _rotl(x: np.ndarray, d: int) -> np.ndarray:
     return (x << np.uint32(d)) | (x >> np.uint32(32 - d))

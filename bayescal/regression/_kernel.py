@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
@@ -99,34 +100,51 @@ def _absdiff(a, b):
     return jnp.abs(a - b)
 
 
-# The target kernel's terms in units of its length scale l (scale-free: no square of
-# a value of the order of l overflows, e.g. targets near float32's largest value).
-def _expected_target_kernel(m, s, y, ell):
-    """``E_{Z ~ N(m, s^2)} exp(-(Z - y)^2 / (2 l^2))`` (the same in units of ``l``:
-    ``(1 + s^2)^(-1/2) exp(-(m - y)^2 / (2 (1 + s^2)))``)."""
-    m, s, y = m / ell, s / ell, y / ell
-    v = 1 + s * s
-    return jax.lax.rsqrt(v) * jnp.exp(-((m - y) ** 2) / (2 * v))
+#: Scales in units of the target kernel's length scale are capped here: beyond it the
+#: expectations of the target kernel are below ``1 / _SCALE_CAP`` (so they are 0 to
+#: float precision beside the kernel's other terms), and the squares of the capped
+#: values stay finite in float32 (an infinite ``s^2`` made ``inf * 0``: NaN with
+#: targets scaled by 1e-30 beside unit scales).
+_SCALE_CAP = 1e18
 
 
-def _expected_pair_kernel(m1, s1, m2, s2, ell):
-    """``E exp(-(Z - Z')^2 / (2 l^2))`` for independent ``Z ~ N(m1, s1^2)``,
-    ``Z' ~ N(m2, s2^2)``."""
-    m1, s1, m2, s2 = m1 / ell, s1 / ell, m2 / ell, s2 / ell
-    v = 1 + s1 * s1 + s2 * s2
-    return jax.lax.rsqrt(v) * jnp.exp(-((m1 - m2) ** 2) / (2 * v))
+def _units(s, ell, xp=jnp):
+    """``s / l``, capped at :data:`_SCALE_CAP`."""
+    return xp.minimum(s / ell, _SCALE_CAP)
 
 
-def _h(a, b, nu, ell):
-    """The pair function of (target, loc, scale) observations, broadcasting."""
+def _less_one(var, dist2, xp=jnp):
+    """``(1 + var)^(-1/2) exp(-dist2 / (2 (1 + var))) - 1``, accurate when it is small:
+    by ``expm1`` and ``(1 + var)^(-1/2) - 1 = -var f / (1 + (1 + var) f)``.
+
+    In units of ``l``, ``1 +`` this is the closed form of ``E exp(-(Z - y)^2 / 2)`` for
+    ``Z ~ N(m, s^2)`` (``var = s^2``, ``dist2 = (m - y)^2``), and of ``E exp(-(Z -
+    Z')^2 / 2)`` for independent ``Z ~ N(m1, s1^2)``, ``Z' ~ N(m2, s2^2)`` (``var =
+    s1^2 + s2^2``, ``dist2 = (m1 - m2)^2``)."""
+    v = 1 + var
+    f = 1 / xp.sqrt(v)
+    return f * xp.expm1(-dist2 / (2 * v)) - var * f / (1 + v * f)
+
+
+def _h(a, b, nu, ell, xp=jnp):
+    """The pair function of (target, loc, scale) observations, broadcasting; ``xp``:
+    ``jax.numpy`` (the kernel) or ``numpy`` (the host twin, in float64).
+
+    The bracket's four terms are each near 1 when the scales are small beside ``l``,
+    and their sum is small: in float32 it lost up to 6e-4 of its value (``y = loc =
+    0``, ``scale = 1/8``: 1.76e-4 from four terms near 1). Each term is written as
+    its difference from 1 (the four 1s cancel exactly), which float32 keeps to its
+    precision. Everything in units of ``l`` (no square of a value near ``l``
+    overflows, e.g. targets near float32's largest value)."""
     (ya, ma, sa), (yb, mb, sb) = a, b
-    kp = jnp.exp(-_w2((ma, sa), (mb, sb)) / nu)
-    ky = jnp.exp(-(((ya - yb) / ell) ** 2) / 2)
+    kp = xp.exp(-xp.hypot(ma - mb, sa - sb) / nu)
+    ya, ma, yb, mb = (v / ell for v in (ya, ma, yb, mb))
+    va, vb = _units(sa, ell, xp) ** 2, _units(sb, ell, xp) ** 2
     return kp * (
-        ky
-        - _expected_target_kernel(ma, sa, yb, ell)
-        - _expected_target_kernel(mb, sb, ya, ell)
-        + _expected_pair_kernel(ma, sa, mb, sb, ell)
+        xp.expm1(-((ya - yb) ** 2) / 2)
+        - _less_one(va, (ma - yb) ** 2, xp)
+        - _less_one(vb, (mb - ya) ** 2, xp)
+        + _less_one(va + vb, (ma - mb) ** 2, xp)
     )
 
 
@@ -134,7 +152,9 @@ def _h_pair(a, b):
     """``_h(a, b) + _h(b, a)`` for :func:`~bayescal._src.kernel_calibration.pair_sum`
     on :func:`_rows`: ``2 k_P (k_Y - E_{Z ~ P_a} k_Y(Z, y_b) - E_{Z ~ P_b} k_Y(Z,
     y_a) + E k_Y(Z, Z'))`` (``k_P`` is symmetric), five exponentials per pair of
-    observations, no division by a bandwidth."""
+    observations, no division by a bandwidth. (The plain terms, not ``_h``'s
+    differences from 1: the quadratic sum is the hot loop, and its float32 rounding
+    averages over ``N^2`` pairs.)"""
     (ya, ma, sa, fa, ca, ua, ta), (yb, mb, sb, fb, cb, ub, tb) = a, b
     kp = jnp.exp(-jnp.sqrt((ua - ub) ** 2 + (ta - tb) ** 2))
     ky = jnp.exp(-((ya - yb) ** 2) / 2)
@@ -146,9 +166,9 @@ def _h_pair(a, b):
 
 def _rows(y, m, s, ell, nu):
     """The observations for :func:`_h_pair`: target, loc and scale in units of ``l``
-    with ``(1 + s^2)^(-1/2)`` and ``1 / (2 (1 + s^2))`` precomputed, and loc and scale
-    in units of ``nu``."""
-    yl, ml, sl = y / ell, m / ell, s / ell
+    (the scale capped: :data:`_SCALE_CAP`) with ``(1 + s^2)^(-1/2)`` and
+    ``1 / (2 (1 + s^2))`` precomputed, and loc and scale in units of ``nu``."""
+    yl, ml, sl = y / ell, m / ell, _units(s, ell)
     v = 1 + sl * sl
     return (yl, ml, sl, jax.lax.rsqrt(v), 1 / (2 * v), m / nu, s / nu)
 
@@ -191,32 +211,36 @@ def _resample_batch(size: int, num_samples: int) -> int:
 
 
 def _consistency_samples(key, y, m, s, w, nu, ell, num_samples):
-    """The unbiased SKCE of ``num_samples`` consistency resamples (Broecker & Smith
-    2007; Widmann et al. 2021, section 4): predictives drawn with replacement from the
-    real observations and a target drawn from each, so every resample is calibrated."""
-    del y
+    """The unbiased SKCE of the data and then of ``num_samples`` consistency resamples
+    (Broecker & Smith 2007; Widmann et al. 2021, section 4): predictives drawn with
+    replacement from the real observations and a target drawn from each, so every
+    resample is calibrated. ``[1 + num_samples]``: the data's estimate first, by the
+    same loop body (one copy of the pair sum in the program: its compilation took
+    0.61 s with two)."""
     size = m.shape[0]
     n = _kc.real_count(w)
-    batch = _resample_batch(size, num_samples)
-    nbatches = -(-num_samples // batch)
-    h = _h_pair
+    total = num_samples + 1
+    batch = _resample_batch(size, total)
+    nbatches = -(-total // batch)
+    nf = n.astype(m.dtype)
 
     def draw(b):
         # resample b's draws depend on (key, b) and the index of the observation only,
         # so a padded bucket gives the real observations the unpadded call's draws
-        k1, k2 = jax.random.split(jax.random.fold_in(key, b))
+        k1, k2 = jax.random.split(jax.random.fold_in(key, b - 1))
         u = jax.random.uniform(k1, (size,), m.dtype)
         z = jax.random.normal(k2, (size,), m.dtype)
-        idx = jnp.minimum(jnp.floor(u * n.astype(m.dtype)).astype(jnp.int32), n - 1)
+        idx = jnp.minimum(jnp.floor(u * nf).astype(jnp.int32), n - 1)
+        data = b == 0
+        idx = jnp.where(data, jnp.arange(size), idx)
         mi, si = m[idx], s[idx]
-        total = _kc.pair_sum(h, _rows(mi + si * z, mi, si, ell, nu), w)
-        nf = n.astype(m.dtype)
-        return total / (nf * (nf - 1))
+        yi = jnp.where(data, y, mi + si * z)
+        return _kc.pair_sum(_h_pair, _rows(yi, mi, si, ell, nu), w) / (nf * (nf - 1))
 
     def one(i):
         return jax.vmap(draw)(i * batch + jnp.arange(batch))
 
-    return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:num_samples]
+    return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:total]
 
 
 @functools.partial(jax.jit, static_argnames=("estimator", "num_samples"))
@@ -226,8 +250,8 @@ def _test_kernel(key, y, m, s, w, bandwidth, target_bandwidth, *, estimator, num
     if estimator == "linear":
         stat, pv = _kc.linear_test(*_linear(y, m, s, w, nu, ell))
     else:
-        stat = _unbiased(y, m, s, w, nu, ell)
-        samples = _consistency_samples(key, y, m, s, w, nu, ell, num_samples)
+        both = _consistency_samples(key, y, m, s, w, nu, ell, num_samples)
+        stat, samples = both[0], both[1:]
         pv = (1 + jnp.sum(samples >= stat)) / (1 + num_samples)
     dt = y.dtype
     return KernelCalibrationTest(stat.astype(dt), pv.astype(dt), nu.astype(dt), ell.astype(dt))
@@ -263,6 +287,7 @@ def _kce(y_true, loc, scale, *, estimator, bandwidth, target_bandwidth):
     return _error_kernel(y, m, s, w, bandwidth, target_bandwidth, estimator=estimator)
 
 
+@_host.first(_host.kernel_calibration_error_regression)
 def kernel_calibration_error(
     y_true: Any,
     loc: Any,
@@ -358,6 +383,7 @@ def _kct(y_true, loc, scale, key, *, estimator, bandwidth, target_bandwidth, num
     )
 
 
+@_host.first(_host.kernel_calibration_test_regression)
 def kernel_calibration_test(
     y_true: Any,
     loc: Any,
