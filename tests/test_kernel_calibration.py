@@ -328,13 +328,16 @@ def test_binary_consistency_resamples_equal_the_blocked_quadratic_path(n, num):
     rng = np.random.default_rng(n)
     p = np.round(rng.random(n) * 9) / 9 if n > 2 else rng.random(n)
     y = (rng.random(n) < p).astype(np.float64)
-    pp, _, _ = _kk._inputs(y, p.astype(_dtype()))
+    pp, rr, _ = _kk._inputs(y, p.astype(_dtype()))
     key = jax.random.key(n)
     for pad in (0, 11):
         ppad = jnp.concatenate([pp, jnp.repeat(pp[-1:], pad, axis=0)])
+        rpad = jnp.concatenate([rr, jnp.repeat(rr[-1:], pad, axis=0)])
         w = jnp.r_[jnp.ones(n), jnp.zeros(pad)].astype(pp.dtype)
-        fast = _kk._consistency_samples(key, ppad, w, 0.25, num, True)
-        slow = _kk._consistency_samples(key, ppad, w, 0.25, num, False)
+        # the data's estimate first, then the resamples'
+        fast = _kk._consistency_samples(key, ppad, rpad, w, 0.25, num, True)
+        slow = _kk._consistency_samples(key, ppad, rpad, w, 0.25, num, False)
+        assert fast.shape == slow.shape == (num + 1,)
         # a resample's residuals are each at most 1: M <= 2
         np.testing.assert_allclose(np.asarray(fast), np.asarray(slow), rtol=0,
                                    atol=8 * (n + 8) * EPS)

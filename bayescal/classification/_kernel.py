@@ -158,10 +158,13 @@ def _resample_batch(size: int, c: int, num_samples: int) -> int:
     return max(1, min(num_samples, _kc.BLOCK_VALUES // (size * c)))
 
 
-def _consistency_samples(key, p, w, nu, num_samples, binary=False):
-    """The unbiased SKCE of ``num_samples`` consistency resamples (Broecker & Smith
-    2007; Widmann et al. 2019, section 5): predictions drawn with replacement from the
-    real observations, labels drawn from them, so every resample is calibrated.
+def _consistency_samples(key, p, r, w, nu, num_samples, binary=False):
+    """The unbiased SKCE of the data and then of ``num_samples`` consistency resamples
+    (Broecker & Smith 2007; Widmann et al. 2019, section 5): predictions drawn with
+    replacement from the real observations, labels drawn from them, so every resample
+    is calibrated. ``[1 + num_samples]``, the data's estimate first: its residuals are
+    one more column of the resamples' products, so each tile's kernel matrix is
+    computed once for all of them (the data's own pair sum computed it again).
 
     A resample's points are copies of the observations, so its pair sum is
     ``sum_{a,b} K_ab R_a . R_b`` over the observations, ``R_a`` the sum of the
@@ -171,13 +174,15 @@ def _consistency_samples(key, p, w, nu, num_samples, binary=False):
     n = _kc.real_count(w)
     nf = n.astype(p.dtype)
     real = (w > 0).astype(p.dtype)
-    batch = _resample_batch(size, c, num_samples)
-    nbatches = -(-num_samples // batch)
+    total = num_samples + 1
+    batch = _resample_batch(size, c, total)
+    nbatches = -(-total // batch)
+    data = r * w[:, None]
 
     def draw(b):
         # resample b's draws depend on (key, b) and the index of the observation only,
         # so a padded bucket gives the real observations the unpadded call's draws
-        k1, k2 = jax.random.split(jax.random.fold_in(key, b))
+        k1, k2 = jax.random.split(jax.random.fold_in(key, b - 1))
         u1 = jax.random.uniform(k1, (size,), p.dtype)
         u2 = jax.random.uniform(k2, (size,), p.dtype)
         idx = jnp.minimum(jnp.floor(u1 * nf).astype(jnp.int32), n - 1)
@@ -186,6 +191,7 @@ def _consistency_samples(key, p, w, nu, num_samples, binary=False):
         label = jnp.minimum(jnp.sum(cum < (u2 * cum[:, -1])[:, None], axis=1), c - 1)
         res = (jax.nn.one_hot(label, c, dtype=p.dtype) - q) * real[:, None]
         agg = jnp.zeros((size, c), p.dtype).at[idx].add(res)
+        agg, res = jnp.where(b == 0, data, agg), jnp.where(b == 0, data, res)
         return agg, jnp.sum(res * res)
 
     order = _kc.sort_order(p[:, 1], w) if binary else None
@@ -200,7 +206,7 @@ def _consistency_samples(key, p, w, nu, num_samples, binary=False):
         quad = _quad(p, jnp.moveaxis(agg, 0, -1), nu)
         return (quad - diag) / (nf * (nf - 1))
 
-    return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:num_samples]
+    return jax.lax.map(one, jnp.arange(nbatches)).reshape(-1)[:total]
 
 
 @functools.partial(jax.jit, static_argnames=("estimator", "num_samples", "binary"))
@@ -210,8 +216,8 @@ def _test_kernel(key, p, r, w, bandwidth, *, estimator, num_samples, binary=Fals
     if estimator == "linear":
         stat, pv = _kc.linear_test(*_linear(p, r, w, nu))
     else:
-        stat = _unbiased(p, r, w, nu, binary)
-        samples = _consistency_samples(key, p, w, nu, num_samples, binary)
+        both = _consistency_samples(key, p, r, w, nu, num_samples, binary)
+        stat, samples = both[0], both[1:]
         pv = (1 + jnp.sum(samples >= stat)) / (1 + num_samples)
     return KernelCalibrationTest(stat.astype(p.dtype), pv.astype(p.dtype), nu)
 
