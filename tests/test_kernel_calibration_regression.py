@@ -6,6 +6,7 @@ and power by simulation (fixed seeds), bucketing, jit/vmap, bad input."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -228,7 +229,8 @@ def test_unbiased_test_statistic_is_the_estimate_and_the_p_value_is_a_resampling
     assert float(again.p_value) == float(t.p_value)
 
 
-def test_new_n_in_a_bucket_gives_the_unpadded_values():
+@pytest.mark.parametrize("method", ["consistency", "bootstrap"])
+def test_new_n_in_a_bucket_gives_the_unpadded_values(method):
     # 100 and its padded bucket of 256: the padding must change nothing (the jitted
     # call is not bucketed). The estimates' eager calls above are all padded (N < 256)
     # and equal the reference; here the resamples' draws of the padded call must be
@@ -236,14 +238,26 @@ def test_new_n_in_a_bucket_gives_the_unpadded_values():
     y, m, s = _data(100, 8, factor=0.8)
     yj, mj, sj = jnp.asarray(y), jnp.asarray(m), jnp.asarray(s)
     key = jax.random.key(1)
-    eager = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=key, num_samples=19)
+    opts = {"estimator": "unbiased", "num_samples": 19, "method": method}
+    eager = reg.kernel_calibration_test(y, m, s, key=key, **opts)
+    with host_disabled():  # the kernel's own draws, on the padded bucket
+        kernel = reg.kernel_calibration_test(y, m, s, key=key, **opts)
     traced = jax.jit(
-        lambda a, b, c, k: reg.kernel_calibration_test(
-            a, b, c, estimator="unbiased", key=k, num_samples=19
-        )
+        lambda a, b, c, k: reg.kernel_calibration_test(a, b, c, key=k, **opts)
     )(yj, mj, sj, key)
-    for a, b in zip(eager, traced, strict=True):
+    for a, b, c in zip(eager, traced, kernel, strict=True):
         np.testing.assert_allclose(float(a), float(b), rtol=1e-4, atol=10 * TOL)
+        np.testing.assert_allclose(float(c), float(b), rtol=1e-4, atol=10 * TOL)
+    # the vmap of the bootstrap test is the loop of its calls
+    keys = jax.random.split(key, 3)
+    yb, mb, sb = _data(50, 9, reps=3, factor=0.8)
+    batched = jax.vmap(lambda a, b, c, k: reg.kernel_calibration_test(a, b, c, key=k, **opts))(
+        jnp.asarray(yb), jnp.asarray(mb), jnp.asarray(sb), keys
+    )
+    for i in range(3):
+        one = reg.kernel_calibration_test(yb[i], mb[i], sb[i], key=keys[i], **opts)
+        for a, b in zip(one, batched, strict=True):
+            np.testing.assert_allclose(float(a), float(b[i]), rtol=1e-4, atol=10 * TOL)
 
 
 def test_vmap_equals_a_loop():
@@ -308,9 +322,9 @@ def _linear_p(y, m, s):
     return reg.kernel_calibration_test(y, m, s).p_value
 
 
-def _unbiased_p(y, m, s, k):
+def _unbiased_p(y, m, s, k, method="consistency"):
     return reg.kernel_calibration_test(
-        y, m, s, estimator="unbiased", key=k, num_samples=99
+        y, m, s, estimator="unbiased", key=k, num_samples=99, method=method
     ).p_value
 
 
@@ -320,14 +334,18 @@ def _rates(y, m, s, estimator, seed=0):
         pv = jax.vmap(_linear_p)(y, m, s)
     else:
         keys = jax.random.split(jax.random.key(seed), y.shape[0])
-        pv = jax.vmap(_unbiased_p)(y, m, s, keys)
+        method = "bootstrap" if estimator == "bootstrap" else "consistency"
+        pv = jax.vmap(functools.partial(_unbiased_p, method=method))(y, m, s, keys)
     pv = np.asarray(pv)
     assert np.isfinite(pv).all()
     return float(np.mean(pv < 0.05))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator,reps,n", [("linear", 800, 200), ("unbiased", 300, 100)])
+@pytest.mark.parametrize(
+    "estimator,reps,n",
+    [("linear", 800, 200), ("unbiased", 300, 100), ("bootstrap", 300, 100)],
+)
 def test_size_at_the_nominal_level(estimator, reps, n):
     y, m, s = _data(n, 31, reps=reps)
     rate = _rates(y, m, s, estimator)
@@ -338,6 +356,14 @@ def test_size_at_the_nominal_level(estimator, reps, n):
 def test_power_of_the_unbiased_test_on_overconfident_predictions():
     y, m, s = _data(100, 32, reps=100, factor=0.5)  # scale halved
     assert _rates(y, m, s, "unbiased") > 0.8
+
+
+@pytest.mark.slow
+def test_power_of_the_bootstrap_test_on_overconfident_predictions():
+    # the bootstrap's null is the data's own (wider under the alternative): at N = 100
+    # it rejects ~77% where consistency resampling rejects ~95%; at N = 200, ~99%
+    y, m, s = _data(200, 32, reps=100, factor=0.5)  # scale halved
+    assert _rates(y, m, s, "bootstrap") > 0.8
 
 
 @pytest.mark.slow
@@ -470,10 +496,141 @@ def test_host_linear_leaves_the_rest_to_the_kernel():
         assert want[1] is not None, "not a bad input"
         assert got[1] == want[1]
         assert not any(answered)
-    # the quadratic estimator and the unbiased test are the kernel's
-    _, _, answered = both(lambda: reg.kernel_calibration_error(y, m, s))
-    assert answered == [False]
-    _, _, answered = both(
-        lambda: reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=0, num_samples=9)
+    # bad options of the unbiased test: the public function's checks speak
+    for kwargs in ({"method": "wild"}, {"num_samples": 0}, {"key": None}):
+        opts = {"estimator": "unbiased", "key": 0, "num_samples": 9, **kwargs}
+        got, want, answered = both(lambda o=opts: reg.kernel_calibration_test(y, m, s, **o))
+        assert want[1] is not None and got[1] == want[1]
+        assert not any(answered)
+
+
+# The quadratic estimator and the unbiased tests take the host's median heuristics
+# (and the bootstrap's counts, drawn as the kernel draws them) and the kernel's pair
+# sums: equal to the kernel path (host.disabled()).
+@pytest.mark.parametrize("n", [2, 7, 300, 5000])
+@pytest.mark.parametrize("bandwidths", [{}, {"bandwidth": 0.7, "target_bandwidth": 2}])
+def test_host_unbiased_equals_the_kernel(n, bandwidths):
+    from tests.test_host_path import assert_same, both
+
+    r = np.random.default_rng(n + 1)
+    m = r.normal(size=n)
+    s = r.uniform(0.5, 2, size=n)
+    y = m + 1.3 * s * r.normal(size=n)
+    got, want, answered = both(lambda: reg.kernel_calibration_error(y, m, s, **bandwidths))
+    assert answered == [True]
+    assert_same(got, want)
+    for method in ("bootstrap", "consistency"):
+        got, want, answered = both(
+            lambda meth=method: reg.kernel_calibration_test(
+                y, m, s, estimator="unbiased", key=3, num_samples=19, method=meth,
+                **bandwidths,
+            )
+        )
+        assert answered == [True]
+        assert_same(got, want)
+        # the same resamples: the same rank of the statistic among them
+        assert float(got[0].p_value) == float(want[0].p_value)
+
+
+# ----------------------------------------------------------------- bootstrap test
+def _h_matrix(y, m, s, nu, ell):
+    n = len(y)
+    return np.array(
+        [[_ref_h(y[i], m[i], s[i], y[j], m[j], s[j], nu, ell) for j in range(n)] for i in range(n)]
     )
-    assert answered == [False]
+
+
+@pytest.mark.parametrize("n,num_samples", [(2, 5), (13, 7), (40, 30), (40, 600)])
+def test_bootstrap_statistics_equal_calibration_tests_jl_loops(n, num_samples):
+    """The bootstrap of CalibrationTests.jl's ``AsymptoticSKCETest`` (Widmann et al.;
+    ``estimate_statistic`` and ``bootstrap_ccdf`` in src/skce/asymptotic.jl, v0.6):
+    the statistic ``n/(n-1) SKCE_uq - SKCE_b`` and, per resample of indices ``I``, the
+    mean of ``h`` over its pairs ``a < b`` less twice the mean of ``h(x_Ia, x_k)`` over
+    all ``a, k``; written out with the resampled indices in float64, against the
+    kernel's matrix products on the counts of the same indices. 600 resamples: two
+    passes of the pair values."""
+    from bayescal._src import kernel_calibration as kc
+
+    y, m, s = (a.astype(np.float64) for a in _data(n, 40 + n, factor=0.7))
+    nu, ell = 0.8, 1.1
+    H = _h_matrix(y, m, s, nu, ell)
+    key = jax.random.key(5)
+    dt = _dtype()
+    args = tuple(jnp.asarray(a, dt) for a in (y, m, s))
+    w = jnp.ones(n, dt)
+    rows = K._rows(*args, jnp.asarray(ell, dt), jnp.asarray(nu, dt))
+    uq, stat, straps = jax.jit(
+        lambda r, w: kc.bootstrap_statistics(
+            K._h_tile, r, K._h_rows(r, r), w, key, num_samples
+        )
+    )(rows, w)
+    # the counts the kernel drew, pass by pass, turned back into indices
+    nb = -(-num_samples // kc.BOOTSTRAP_BATCH)
+    batch = -(-num_samples // nb)
+    counts = np.concatenate(
+        [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)],
+        axis=1,
+    )[:, :num_samples]
+    assert (counts.sum(axis=0) == n).all()
+    ref_uq = (H.sum() - np.trace(H)) / (n * (n - 1))
+    ref_stat = n / (n - 1) * ref_uq - H.sum() / n**2
+    ref = []
+    for b in range(num_samples):
+        idx = np.repeat(np.arange(n), counts[:, b].astype(int))
+        sub = H[np.ix_(idx, idx)]
+        meanij = (sub.sum() - np.trace(sub)) / (n * (n - 1))
+        meanik = H[idx].mean()
+        ref.append(meanij - 2 * meanik)
+    scale = np.abs(H).mean()
+    np.testing.assert_allclose(float(uq), ref_uq, rtol=RTOL, atol=TOL * scale)
+    np.testing.assert_allclose(float(stat), ref_stat, rtol=RTOL, atol=TOL * scale)
+    np.testing.assert_allclose(np.asarray(straps), ref, rtol=RTOL, atol=TOL * scale)
+    t = K._test_kernel(
+        key, *args, w, nu, ell, estimator="unbiased", num_samples=num_samples,
+        method="bootstrap",
+    )
+    p_ref = (1 + np.sum(np.asarray(straps) >= float(stat))) / (1 + num_samples)
+    assert float(t.p_value) == pytest.approx(p_ref, rel=1e-6)
+
+
+def test_host_counts_equal_the_kernel_draws():
+    """NumPy's threefry uniforms and counts (bayescal._src.host) against
+    ``jax.random.uniform`` and ``kernel_calibration.bootstrap_counts`` of the same key,
+    bit for bit, in the default float width (and under x64 in CI's x64 run)."""
+    from bayescal._src import host
+    from bayescal._src import kernel_calibration as kc
+
+    dt = _dtype()
+    for seed, shape in ((0, (7, 3)), (12345, (1000, 19)), (2**31 - 1, (5, 1))):
+        key = jax.random.key(seed)
+        words = host._key_words(seed)
+        want = np.asarray(jax.random.uniform(key, shape, dt))
+        np.testing.assert_array_equal(host._uniform(words, shape, dt), want)
+    key = jax.random.key(7)
+    for n, b in ((10, 3), (1000, 600)):
+        nb = -(-b // kc.BOOTSTRAP_BATCH)
+        batch = -(-b // nb)
+        w = jnp.ones(n, dt)
+        want = np.concatenate(
+            [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)],
+            axis=1,
+        )[:, :b]
+        got = host.bootstrap_counts(host._key_words(key), n, b, dt)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_auto_method_is_consistency_while_cheap():
+    y, m, s = _data(60, 12)
+    auto = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=1, num_samples=99)
+    cons = reg.kernel_calibration_test(
+        y, m, s, estimator="unbiased", key=1, num_samples=99, method="consistency"
+    )
+    assert float(auto.p_value) == float(cons.p_value)
+    assert 99 * 60**2 <= K.AUTO_BUDGET
+    y, m, s = _data(1200, 12)  # 99 * 1200^2 > 2^27
+    auto = reg.kernel_calibration_test(y, m, s, estimator="unbiased", key=1, num_samples=99)
+    boot = reg.kernel_calibration_test(
+        y, m, s, estimator="unbiased", key=1, num_samples=99, method="bootstrap"
+    )
+    assert float(auto.p_value) == float(boot.p_value)
+    assert 99 * 1200**2 > K.AUTO_BUDGET

@@ -2131,17 +2131,20 @@ def _hypot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
-    """``kernel_calibration.median_distance`` of the points ``a`` (or of the normals
-    ``(a, b)`` in the 2-Wasserstein distance), in their dtype's arithmetic: the pairs
-    ``i < j`` of at most ``MEDIAN_POINTS`` observations spread over the data."""
+    """``kernel_calibration.median_distance`` of the points ``a`` ([N], or the rows of
+    ``[N, C]``; or of the normals ``(a, b)`` in the 2-Wasserstein distance), in their
+    dtype's arithmetic: the pairs ``i < j`` of at most ``MEDIAN_POINTS`` observations
+    spread over the data.""" 
     from bayescal._src.kernel_calibration import MEDIAN_POINTS
 
-    n = a.size
+    n = a.shape[0]
     m = min(n, MEDIAN_POINTS)
     idx = (np.arange(m) * n) // m
     iu, ju = np.triu_indices(m, 1)
     sa = a[idx]
-    if b is None:
+    if b is None and a.ndim == 2:  # rows: the Euclidean distance
+        d = np.sqrt(np.sum(np.square(sa[iu] - sa[ju]), axis=1))
+    elif b is None:
         d = np.abs(sa[iu] - sa[ju])
     else:
         sb = b[idx]
@@ -2156,17 +2159,15 @@ def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
     return mean if mean > 0 else 1.0
 
 
-def _regression_linear_terms(
-    y_true: Any, loc: Any, scale: Any, estimator: Any, bandwidth: Any, target_bandwidth: Any
-) -> tuple[np.ndarray, float, float, Any] | None:
-    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of Gaussian predictives, the
-    two bandwidths and the dtype, or None."""
-    if estimator != "linear":
-        return None
+def _regression_skce_inputs(
+    y_true: Any, loc: Any, scale: Any, bandwidth: Any, target_bandwidth: Any, minimum: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float] | None:
+    """Checked targets, means and scales (one dtype, ``[N]``, at least ``minimum``)
+    and the two bandwidths (the median heuristics where not given), or None."""
     y, m, s = _vector(y_true), _vector(loc), _vector(scale)
     if y is None or m is None or s is None or not y.shape == m.shape == s.shape:
         return None
-    if not y.dtype == m.dtype == s.dtype or y.size < 4:
+    if not y.dtype == m.dtype == s.dtype or y.size < minimum:
         return None
     if not (_normal(y) and _normal(m) and _normal(s, 0) and s.min() > 0):
         return None
@@ -2175,6 +2176,20 @@ def _regression_linear_terms(
         return None
     nu = _median_heuristic(m, s) if nu is None else nu
     ell = _median_heuristic(y) if ell is None else ell
+    return y, m, s, nu, ell
+
+
+def _regression_linear_terms(
+    y_true: Any, loc: Any, scale: Any, estimator: Any, bandwidth: Any, target_bandwidth: Any
+) -> tuple[np.ndarray, float, float, Any] | None:
+    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of Gaussian predictives, the
+    two bandwidths and the dtype, or None."""
+    if estimator != "linear":
+        return None
+    data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 4)
+    if data is None:
+        return None
+    y, m, s, nu, ell = data
     from bayescal.regression._kernel import _h
 
     half = y.size // 2
@@ -2187,6 +2202,12 @@ def _regression_linear_terms(
     return terms, nu, ell, y.dtype
 
 
+def _scalar_array(value: float, dtype: Any) -> np.ndarray:
+    """A bandwidth as a 0-d array in ``dtype``: an array argument of the kernel's
+    fused program (a float would be a static one: a program per value)."""
+    return np.asarray(value, dtype)
+
+
 def kernel_calibration_error_regression(
     y_true: Any,
     loc: Any,
@@ -2197,7 +2218,18 @@ def kernel_calibration_error_regression(
     target_bandwidth: Any = None,
 ) -> Any:
     """:func:`bayescal.regression.kernel_calibration_error` with ``estimator="linear"``
-    on the host (O(N); the quadratic estimator is the kernel's)."""
+    on the host (O(N)); the quadratic estimator with the median heuristics computed
+    here and the pair sum in the kernel (its program then has no sort: half the
+    compilation)."""
+    if estimator == "unbiased":
+        from bayescal.regression._kernel import _kce
+
+        data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
+        if data is None:
+            return None
+        y, m, s, nu, ell = data
+        nu_a, ell_a = _scalar_array(nu, y.dtype), _scalar_array(ell, y.dtype)
+        return _kce(y, m, s, estimator="unbiased", bandwidth=nu_a, target_bandwidth=ell_a)
     data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
     if data is None:
         return None
@@ -2215,12 +2247,26 @@ def kernel_calibration_test_regression(
     target_bandwidth: Any = None,
     key: Any = None,
     num_samples: Any = 500,
+    method: Any = "auto",
 ) -> Any:
     """:func:`bayescal.regression.kernel_calibration_test` with the linear estimator
-    on the host: the normal approximation of ``kernel_calibration.linear_test``."""
-    from bayescal.regression._kernel import KernelCalibrationTest
+    on the host: the normal approximation of ``kernel_calibration.linear_test``; the
+    unbiased test with the median heuristics and the bootstrap's counts computed here
+    (:func:`bootstrap_counts`), the pair values in the kernel."""
+    from bayescal.regression._kernel import AUTO_BUDGET, KernelCalibrationTest, _kct
 
-    del key, num_samples  # the linear test draws nothing
+    if estimator == "unbiased":
+        data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
+        draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, data and data[0])
+        if data is None or draws is None:
+            return None
+        y, m, s, nu, ell = data
+        k, how, counts = draws
+        return _kct(
+            y, m, s, k, counts, estimator="unbiased", bandwidth=_scalar_array(nu, y.dtype),
+            target_bandwidth=_scalar_array(ell, y.dtype), num_samples=num_samples,
+            method=how,
+        )
     data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
     if data is None:
         return None
@@ -2234,7 +2280,120 @@ def kernel_calibration_test_regression(
         _result(mean, dtype), _result(p, dtype), _result(nu, dtype), _result(ell, dtype)
     )
 
+# --------------------------------------------------------------------------- classification SKCE
+_SKCE_MAX = 1 << 20  # probabilities: the host only converts them and takes the median
+
+
+def kernel_calibration_test_classification(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    estimator: Any = "linear",
+    bandwidth: Any = None,
+    key: Any = None,
+    num_samples: Any = 500,
+    method: Any = "auto",
+) -> Any:
+    """:func:`bayescal.classification.kernel_calibration_test`'s unbiased test with
+    the median heuristic and the bootstrap's counts computed here, the rest in the
+    kernel (its program then has no sort and no random bits: about half the
+    compilation)."""
+    from bayescal.classification._kernel import AUTO_BUDGET, _program
+
+    if estimator != "unbiased":
+        return None
+    p = _floats(y_prob, _SKCE_MAX)
+    if p is None or p.ndim not in (1, 2) or p.shape[0] < 2:
+        return None
+    if p.ndim == 2 and p.shape[1] < 2:
+        return None
+    if not _normal(p, 0.0, 1.0):
+        return None
+    points = np.stack([1 - p, p], axis=1) if p.ndim == 1 else p
+    nu = _kernel_bandwidth(bandwidth)
+    if nu is None and bandwidth is not None:
+        return None
+    nu = _median_heuristic(points) if nu is None else nu
+    classes = 0 if p.ndim == 1 else p.shape[1]
+    draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, p[:, 0] if p.ndim == 2 else p, classes)
+    if draws is None:
+        return None
+    k, how, counts = draws
+    return _program("unbiased", how, p.ndim == 1)(
+        y_true, p, k, counts, estimator="unbiased", bandwidth=_scalar_array(nu, p.dtype),
+        num_samples=num_samples, method=how,
+    )
+
+
 # --------------------------------------------------------------------------- keys
+#: The bootstrap's counts are drawn here up to this many uniforms (NumPy's threefry:
+#: ~25 ms for 2^18; beyond, the kernel draws them, and its program compiles the
+#: random-bits computation, ~0.1 s).
+_COUNTS_MAX = 1 << 18
+
+
+def _unbiased_draws(
+    key: Any, num_samples: Any, method: Any, budget: float, y: np.ndarray | None,
+    classes: int | None = None,
+) -> tuple[Any, str, np.ndarray | None] | None:
+    """For an unbiased kernel calibration test of the observations ``y`` [N] (with
+    ``classes`` for a multiclass input's cost): the key as the kernel takes it, the
+    resolved method and, for the bootstrap, its counts drawn here as the kernel draws
+    them (None where the kernel must: another PRNG, too many); None where the public
+    function's checks should speak (bad options)."""
+    from bayescal._src import kernel_calibration as _kc
+    from bayescal._src.resampling import as_key
+
+    if y is None or type(num_samples) is not int or num_samples < 1 or key is None:
+        return None
+    if method not in _kc.METHODS:
+        return None
+    n = y.size
+    cost = 0 if classes == 0 else num_samples * n * n * (classes or 1)
+    how = _kc.resolve_method(method, cost, budget)
+    k = as_key(key)
+    words = _key_words(key)
+    if how != "bootstrap" or words is None or n * num_samples > _COUNTS_MAX:
+        return k, how, None
+    return k, how, bootstrap_counts(words, n, num_samples, y.dtype)
+
+
+def _uniform(words: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``jax.random.uniform(key, shape, dtype)`` for the threefry key of ``words``
+    (the partitionable bits: the hash of each value's flat index), float32 or 64."""
+    count = math.prod(shape)
+    idx = np.arange(count, dtype=np.uint64)
+    x = _threefry2x32(
+        words, (idx >> np.uint64(32)).astype(np.uint32), idx.astype(np.uint32)
+    )
+    if np.dtype(dtype) == _F32:
+        bits = (x[:, 0] ^ x[:, 1]) >> np.uint32(9) | np.uint32(0x3F800000)
+        return (bits.view(np.float32) - np.float32(1)).reshape(shape)
+    hi, lo = x[:, 0].astype(np.uint64), x[:, 1].astype(np.uint64)
+    bits = ((hi << np.uint64(32)) | lo) >> np.uint64(12) | np.uint64(0x3FF0000000000000)
+    return (bits.view(np.float64) - 1.0).reshape(shape)
+
+
+def bootstrap_counts(words: np.ndarray, n: int, num_samples: int, dtype: Any) -> np.ndarray:
+    """``kernel_calibration.bootstrap_statistics``' counts ``[n, B]`` for the key of
+    ``words``: pass ``i`` draws :func:`kernel_calibration.bootstrap_counts` of
+    ``fold_in(key, i)`` (the threefry hash of ``(0, i)``), its uniforms
+    :func:`_uniform`."""
+    from bayescal._src.kernel_calibration import BOOTSTRAP_BATCH
+
+    nbatches = -(-num_samples // BOOTSTRAP_BATCH)
+    batch = -(-num_samples // nbatches)
+    dt = np.dtype(dtype)
+    parts = []
+    for i in range(nbatches):
+        sub = _threefry2x32(words, np.zeros(1, np.uint32), np.array([i], np.uint32))[0]
+        u = _uniform(sub, (n, batch), dt)
+        idx = np.minimum(np.floor(u * dt.type(n)).astype(np.int64), n - 1)
+        flat = (idx * batch + np.arange(batch)).ravel()
+        parts.append(np.bincount(flat, minlength=n * batch).reshape(n, batch))
+    return np.concatenate(parts, axis=1)[:, :num_samples].astype(dt)
+
+
 def _rotl(x: np.ndarray, d: int) -> np.ndarray:
     return (x << np.uint32(d)) | (x >> np.uint32(32 - d))
 

@@ -161,6 +161,144 @@ def pair_sum(hs: Callable[..., jax.Array], x: Any, w: jax.Array) -> jax.Array:
     return upper_tiles(tile, (x, w))
 
 
+# --------------------------------------------------------------------------- bootstrap test
+#: Resamples of one pass of :func:`bootstrap_sums` (the ``[N, 1 + B]`` weights and
+#: counts; the same at every N, so that the draws do not depend on the bucket): more
+#: take several passes, each computing the pair values again.
+BOOTSTRAP_BATCH = 512
+METHODS = ("auto", "bootstrap", "consistency")
+
+
+def check_method(value: Any) -> str:
+    if value not in METHODS:
+        raise ValueError(
+            f"method must be 'auto' (consistency resampling where it is cheap, else the "
+            f"bootstrap), 'bootstrap' (the asymptotic test: the data's pair values "
+            f"resampled) or 'consistency' (consistency resampling: new targets drawn and "
+            f"the kernel evaluated again for each resample); got {value!r}."
+        )
+    return value
+
+
+def resolve_method(method: str, cost: float | None, budget: float) -> str:
+    """``"auto"`` as ``"consistency"`` where its ``cost`` (in the caller's units; None:
+    unknown, e.g. a ragged input the checks will refuse) is at most ``budget``, else
+    ``"bootstrap"``; the other methods unchanged."""
+    if method != "auto":
+        return method
+    return "consistency" if cost is None or cost <= budget else "bootstrap"
+
+
+def bootstrap_counts(key: jax.Array, w: jax.Array, num_samples: int) -> jax.Array:
+    """``[N, B]`` counts of the real observations in ``B`` resamples with replacement
+    of size ``n`` (the real count; the padding, weight 0, last, is never drawn and
+    counts 0). Draw ``k`` of every resample comes from row ``k`` of one ``[N, B]``
+    array of uniforms (one random-bits computation, not one per resample), whose rows
+    depend on ``(key, k)`` only with JAX's partitionable threefry, so a padded bucket
+    gives the unpadded call's counts."""
+    size = w.shape[0]
+    n = real_count(w)
+    u = jax.random.uniform(key, (size, num_samples), w.dtype)
+    idx = jnp.minimum(jnp.floor(u * n.astype(w.dtype)).astype(jnp.int32), n - 1)
+    real = jnp.broadcast_to((w > 0).astype(w.dtype)[:, None], idx.shape)
+    cols = jnp.broadcast_to(jnp.arange(num_samples)[None, :], idx.shape)
+    return jnp.zeros((size, num_samples), w.dtype).at[idx, cols].add(real)
+
+
+def bootstrap_sums(
+    h: Callable[..., jax.Array], x: Any, v: jax.Array, tile: int = PAIR_TILE
+) -> jax.Array:
+    """Bilinear forms of the pair matrix ``H_ij = h(x_i, x_j)`` (``i != j``; its
+    diagonal left out) with the columns of ``v`` [N, K], column 0 the weights ``w``:
+    ``[3, K]`` of ``sum_{i < j}`` of ``v_ik H_ij v_jk`` (row 0), ``v_ik H_ij w_j``
+    (row 1) and ``w_i H_ij v_jk`` (row 2). One pass over the tiles of the upper
+    triangle (:func:`upper_tiles`), each tile's ``[T, T]`` pair values computed once
+    and multiplied by ``v``'s ``[T, K]`` rows (one matrix product).
+
+    ``h(rows, cols)`` takes pytrees whose leaves are ``[T, ...]`` (the tiles'
+    observations) and returns the ``[T, T]`` values; pairs with a padded observation
+    (weight 0) are set to 0 (their values may be anything finite or not).
+    """
+
+    def one(rows, cols, upper):
+        (xr, vr), (xc, vc) = rows, cols
+        keep = upper & (vr[:, :1] > 0) & (vc[:, 0] > 0)[None, :]
+        hm = jnp.where(keep, h(xr, xc), 0)
+        prod = hm @ vc  # [T, K]
+        return jnp.stack(
+            [jnp.sum(vr * prod, axis=0), vr.T @ prod[:, 0], vr[:, 0] @ prod]
+        )
+
+    return upper_tiles(one, (x, v), tile)
+
+
+def bootstrap_statistics(
+    h: Callable[..., jax.Array],
+    x: Any,
+    diag: jax.Array,
+    w: jax.Array,
+    key: jax.Array,
+    num_samples: int,
+    counts: jax.Array | None = None,
+    tile: int = PAIR_TILE,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The unbiased SKCE, the statistic and the ``B`` bootstrap statistics of the
+    asymptotic test of Widmann, Lindsten & Zachariah (2019, section 5;
+    CalibrationTests.jl's ``AsymptoticSKCETest``): the bootstrap of degenerate
+    U-statistics of Arcones & Gine (1992) on the data's own pair values ``h``
+    (``diag``: ``h(x_i, x_i)`` [N]).
+
+    With ``n`` observations, ``SKCE_uq = sum_{i != j} h_ij / (n (n - 1))`` and
+    ``SKCE_b = sum_{i, j} h_ij / n^2``, the statistic ``n SKCE_uq / (n - 1) - SKCE_b``
+    is compared with ``T_b = sum_{a != b} h(x*_a, x*_b) / (n (n - 1)) - 2 sum_{a, k}
+    h(x*_a, x_k) / n^2`` over resamples ``x*`` drawn with replacement (the resampled
+    U-statistic of the kernel centred at the empirical distribution, less
+    ``SKCE_b``). A resample with counts ``c`` gives ``T_b = (c' H c - sum_i c_i
+    h_ii) / (n (n - 1)) - 2 c' H w / n^2``: one pass of :func:`bootstrap_sums` per
+    :data:`BOOTSTRAP_BATCH` resamples, whose counts are :func:`bootstrap_counts` of
+    ``fold_in(key, pass)`` (``counts`` [N, B]: these counts, drawn by the caller,
+    e.g. on the host). :func:`bootstrap_test` gives the p-value.
+    """
+    dt = w.dtype
+    nf = real_count(w).astype(dt)
+    real = (w > 0).astype(dt)
+    nbatches = -(-num_samples // BOOTSTRAP_BATCH)
+    batch = -(-num_samples // nbatches)
+    diag = jnp.where(w > 0, diag, 0)
+    if counts is not None:
+        pad = nbatches * batch - num_samples
+        counts = jnp.pad(counts.astype(dt), ((0, 0), (0, pad))) * real[:, None]
+        counts = counts.reshape(-1, nbatches, batch)
+
+    def one(i):
+        if counts is None:
+            c = bootstrap_counts(jax.random.fold_in(key, i), w, batch)  # [N, batch]
+        else:
+            c = counts[:, i]
+        sums = bootstrap_sums(h, x, jnp.concatenate([w[:, None], c], axis=1), tile)
+        quad = 2 * sums[0, 1:] + jnp.sum((c * c - c) * diag[:, None], axis=0)
+        cross = sums[1, 1:] + sums[2, 1:] + c.T @ diag
+        strap = quad / (nf * (nf - 1)) - 2 * cross / (nf * nf)
+        return strap, 2 * sums[0, 0]
+
+    if nbatches == 1:  # no loop in the program
+        straps, offdiag = jax.tree_util.tree_map(lambda a: a[None], one(0))
+    else:
+        straps, offdiag = jax.lax.map(one, jnp.arange(nbatches))
+    straps = straps.reshape(-1)[:num_samples]
+    uq = offdiag[0] / (nf * (nf - 1))
+    biased = (offdiag[0] + jnp.sum(w * diag)) / (nf * nf)
+    return uq, nf / (nf - 1) * uq - biased, straps
+
+
+def bootstrap_test(*args: Any, **kwargs: Any) -> tuple[jax.Array, jax.Array]:
+    """``(SKCE_uq, p-value)`` of :func:`bootstrap_statistics` (the same arguments):
+    ``p = (1 + #{T_b >= statistic}) / (1 + B)``."""
+    uq, statistic, straps = bootstrap_statistics(*args, **kwargs)
+    p = (1 + jnp.sum(straps >= statistic)) / (1 + straps.shape[0])
+    return uq, p.astype(uq.dtype)
+
+
 def linear_terms(h: Callable[..., jax.Array], x: Any, w: jax.Array):
     """``h`` on the pairs ``(2i, 2i+1)`` and their validity (both observations real)."""
     size = jax.tree_util.tree_leaves(x)[0].shape[0]
