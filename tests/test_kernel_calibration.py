@@ -469,3 +469,159 @@ def test_multiclass_size_at_the_nominal_level(estimator, reps, n):
 def test_multiclass_power_of_the_unbiased_test_on_overconfident_predictions():
     y, p = _multiclass_sims(100, 200, 4, 34, scale=2.0)  # logits doubled
     assert _rates(y, p, "unbiased", seed=2) > 0.8
+
+
+# ----------------------------------------------------------------- bootstrap test
+def _h_matrix(y, p, nu):
+    """h_ij of the reference (all pairs, the diagonal included), float64."""
+    p = np.asarray(p, np.float64)
+    if p.ndim == 1:
+        p = np.stack([1 - p, p], axis=1)
+    r = np.eye(p.shape[1])[np.asarray(y).astype(int)] - p
+    d = np.sqrt(((p[:, None, :] - p[None, :, :]) ** 2).sum(-1))
+    return np.exp(-d / nu) * (r @ r.T)
+
+
+def _bootstrap_reference(H, counts, num_samples):
+    """CalibrationTests.jl's AsymptoticSKCETest (src/skce/asymptotic.jl, v0.6): the
+    statistic n/(n-1) SKCE_uq - SKCE_b; per resample of indices I, the mean of h over
+    its pairs a < b less twice the mean of h(x_Ia, x_k) over all a, k; p-value
+    (1 + #{T_b >= statistic}) / (1 + B) (bayescal's rank convention)."""
+    n = H.shape[0]
+    uq = (H.sum() - np.trace(H)) / (n * (n - 1))
+    stat = n / (n - 1) * uq - H.sum() / n**2
+    straps = []
+    for b in range(num_samples):
+        idx = np.repeat(np.arange(n), counts[:, b].astype(int))
+        sub = H[np.ix_(idx, idx)]
+        straps.append((sub.sum() - np.trace(sub)) / (n * (n - 1)) - 2 * H[idx].mean())
+    return uq, (1 + np.sum(np.array(straps) >= stat)) / (1 + num_samples), np.array(straps), stat
+
+
+def _kernel_counts(key, n, num_samples):
+    from bayescal._src import kernel_calibration as kc
+
+    nb = -(-num_samples // kc.BOOTSTRAP_BATCH)
+    batch = -(-num_samples // nb)
+    w = jnp.ones(n, _dtype())
+    parts = [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)]
+    return np.concatenate(parts, axis=1)[:, :num_samples]
+
+
+@pytest.mark.parametrize("kind,n,num", [("binary", 30, 40), ("multiclass", 25, 30), ("multiclass", 9, 600)])
+def test_bootstrap_equals_calibration_tests_jl_loops(kind, n, num):
+    """The kernel's matrix products on resample counts against the reference's loops
+    over the resampled indices (the same draws): the statistics to float tolerance,
+    and the p-value where no bootstrap statistic ties the statistic to that tolerance."""
+    from bayescal._src import kernel_calibration as kc
+
+    y, p = _binary(n, 50, shrink=0.7) if kind == "binary" else _multiclass(n, 4, 51, temperature=0.7)
+    nu = 0.4
+    key = jax.random.key(11)
+    H = _h_matrix(y, p, nu)
+    uq, pv, straps, stat = _bootstrap_reference(H, _kernel_counts(key, n, num), num)
+    t = jax.jit(
+        lambda yy, pp, k: clf.kernel_calibration_test(
+            yy, pp, estimator="unbiased", key=k, num_samples=num, bandwidth=nu, method="bootstrap"
+        )
+    )(jnp.asarray(y), jnp.asarray(p), key)
+    scale = np.abs(H).mean()
+    np.testing.assert_allclose(float(t.statistic), uq, rtol=1e-4, atol=TOL * scale)
+    close = np.abs(straps - stat) <= 1e-4 * np.abs(stat) + TOL * scale
+    if not close.any():
+        assert float(t.p_value) == pytest.approx(pv, rel=1e-6)
+    # the statistics themselves, through the shared helper
+    pp = np.stack([1 - p, p], axis=1) if p.ndim == 1 else p
+    r = np.eye(pp.shape[1])[np.asarray(y).astype(int)] - pp
+    ppj, rj = jnp.asarray(pp, _dtype()), jnp.asarray(r, _dtype())
+    got = kc.bootstrap_statistics(
+        _kk._h_tile(jnp.asarray(nu, _dtype())), (ppj, rj), jnp.sum(rj * rj, axis=1),
+        jnp.ones(n, _dtype()), key, num,
+    )
+    np.testing.assert_allclose(float(got[1]), stat, rtol=1e-4, atol=TOL * scale)
+    np.testing.assert_allclose(np.asarray(got[2]), straps, rtol=1e-4, atol=TOL * scale)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+@pytest.mark.parametrize("method", ["bootstrap", "consistency"])
+def test_host_unbiased_test_equals_the_kernel(kind, method):
+    """Concrete CPU inputs: the host's median heuristic and bootstrap counts, the
+    kernel's pair sums; the same result as the kernel path (host.disabled())."""
+    from tests.test_host_path import assert_same, both
+
+    for n in (2, 300, 3000):
+        y, p = _binary(n, n) if kind == "binary" else _multiclass(n, 5, n)
+        got, want, answered = both(
+            lambda y=y, p=p: clf.kernel_calibration_test(
+                y, p, estimator="unbiased", key=4, num_samples=19, method=method
+            )
+        )
+        assert answered == [True]
+        assert_same(got, want)
+        assert float(got[0].p_value) == float(want[0].p_value)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+def test_bootstrap_eager_bucket_jit_and_vmap_agree(kind):
+    from bayescal._src.host import disabled
+
+    make = (lambda s: _binary(100, s)) if kind == "binary" else (lambda s: _multiclass(100, 3, s))
+    opts = {"estimator": "unbiased", "num_samples": 19, "method": "bootstrap"}
+    key = jax.random.key(2)
+    y, p = make(3)
+    eager = clf.kernel_calibration_test(y, p, key=key, **opts)
+    with disabled():
+        kernel = clf.kernel_calibration_test(y, p, key=key, **opts)
+    traced = jax.jit(lambda a, b, k: clf.kernel_calibration_test(a, b, key=k, **opts))(
+        jnp.asarray(y), jnp.asarray(p), key
+    )
+    for a, b, c in zip(eager, traced, kernel, strict=True):
+        np.testing.assert_allclose(float(a), float(b), rtol=1e-4, atol=10 * TOL)
+        np.testing.assert_allclose(float(c), float(b), rtol=1e-4, atol=10 * TOL)
+    rows = [make(s) for s in (4, 5, 6)]
+    ys, ps = jnp.asarray(np.stack([r[0] for r in rows])), jnp.asarray(np.stack([r[1] for r in rows]))
+    keys = jax.random.split(key, 3)
+    batched = jax.vmap(lambda a, b, k: clf.kernel_calibration_test(a, b, key=k, **opts))(ys, ps, keys)
+    for i, (yy, pp) in enumerate(rows):
+        one = clf.kernel_calibration_test(yy, pp, key=keys[i], **opts)
+        for a, b in zip(one, batched, strict=True):
+            np.testing.assert_allclose(float(a), float(b[i]), rtol=1e-4, atol=10 * TOL)
+
+
+def test_auto_method_and_bad_method():
+    y, p = _multiclass(60, 4, 8)
+    run = lambda **kw: clf.kernel_calibration_test(y, p, estimator="unbiased", key=1, num_samples=99, **kw)  # noqa: E731
+    assert float(run().p_value) == float(run(method="consistency").p_value)
+    assert 99 * 4 * 60**2 <= _kk.AUTO_BUDGET
+    with pytest.raises(ValueError, match="method"):
+        run(method="wild")
+    with pytest.raises(ValueError, match="method"):
+        clf.kernel_calibration_test(y, p, method="wild")
+
+
+def _bootstrap_p(y, p, k):
+    return clf.kernel_calibration_test(
+        y, p, estimator="unbiased", key=k, num_samples=99, method="bootstrap"
+    ).p_value
+
+
+@pytest.mark.slow
+def test_bootstrap_size_at_the_nominal_level():
+    # binary (N = 150) and four classes (N = 120), 300 simulated calibrated data sets each
+    for y, p, seed in (_simulate(300, 150, 31) + (0,), _multiclass_sims(300, 120, 4, 33) + (1,)):
+        keys = jax.random.split(jax.random.key(seed), y.shape[0])
+        rate = float(np.mean(np.asarray(jax.vmap(_bootstrap_p)(y, p, keys)) < 0.05))
+        assert abs(rate - 0.05) < _band(300), rate
+
+
+@pytest.mark.slow
+def test_bootstrap_power_on_overconfident_predictions():
+    # the bootstrap's null is the data's own, wider under the alternative: on four
+    # classes it needs N = 400 where consistency resampling rejects > 80% at N = 200
+    # (the bootstrap: ~71% there)
+    for y, p, seed in (
+        _simulate(100, 200, 32, shrink=0.5) + (0,),
+        _multiclass_sims(100, 400, 4, 34, scale=2.0) + (2,),
+    ):
+        keys = jax.random.split(jax.random.key(seed), y.shape[0])
+        assert float(np.mean(np.asarray(jax.vmap(_bootstrap_p)(y, p, keys)) < 0.05)) > 0.8
