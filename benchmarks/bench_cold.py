@@ -178,6 +178,13 @@ def cases() -> dict:
             ),
             None,
         ),
+        "kernel_calibration_test -> regression unbiased consistency": (
+            lambda d, _: R.kernel_calibration_test(
+                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed, num_samples=20,
+                method="consistency",
+            ),
+            None,
+        ),
         "interval_score": (
             lambda d, _: R.interval_score(d.y, d.lower, d.upper, alpha=0.2),
             None,
@@ -305,6 +312,13 @@ def cases() -> dict:
         "kernel_calibration_test -> unbiased multiclass": (
             lambda d, _: C.kernel_calibration_test(
                 d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20
+            ),
+            None,
+        ),
+        "kernel_calibration_test -> unbiased multiclass consistency": (
+            lambda d, _: C.kernel_calibration_test(
+                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20,
+                method="consistency",
             ),
             None,
         ),

@@ -2134,7 +2134,7 @@ def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
     """``kernel_calibration.median_distance`` of the points ``a`` ([N], or the rows of
     ``[N, C]``; or of the normals ``(a, b)`` in the 2-Wasserstein distance), in their
     dtype's arithmetic: the pairs ``i < j`` of at most ``MEDIAN_POINTS`` observations
-    spread over the data.""" 
+    spread over the data."""
     from bayescal._src.kernel_calibration import MEDIAN_POINTS
 
     n = a.shape[0]

@@ -64,6 +64,18 @@ def check_min_length(length: int, name: str, minimum: int, what: str) -> None:
         )
 
 
+def shape_of(x: Any) -> tuple[int, ...] | None:
+    """The shape of an array-like argument, or None where it has none (ragged: the
+    input checks report it)."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(x)
+        except Exception:
+            return None
+    return tuple(shape)
+
+
 def real_count(w: jax.Array) -> jax.Array:
     """The number of real observations (int32): the padding has weight 0."""
     return jnp.sum(w > 0).astype(jnp.int32)

@@ -30,7 +30,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
@@ -252,13 +251,8 @@ def _length(y_true: Any, y_prob: Any) -> int | None:
     masked-array refusal that the validated call would give."""
     _v.reject_masked(y_true, "y_true")
     _v.reject_masked(y_prob, "y_prob")
-    shape = getattr(y_prob, "shape", None)
-    if shape is None:
-        try:
-            shape = np.shape(y_prob)
-        except Exception:  # ragged: the input checks report it
-            return None
-    return int(shape[0]) if len(shape) else None
+    shape = _kc.shape_of(y_prob)
+    return int(shape[0]) if shape else None
 
 
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=multiclass_compiler_options)
@@ -385,12 +379,9 @@ AUTO_BUDGET = 1 << 31
 def _auto_cost(y_prob: Any, length: int | None, num_samples: int) -> int | None:
     """The consistency resampling's cost in :data:`AUTO_BUDGET`'s units: 0 for a
     binary input (O(B N + N log N)), None where the shape is unknown."""
-    shape = getattr(y_prob, "shape", None)
+    shape = _kc.shape_of(y_prob)
     if shape is None:
-        try:
-            shape = np.shape(y_prob)
-        except Exception:  # ragged: the input checks report it
-            return None
+        return None
     if length is None or len(shape) != 2:
         return 0 if len(shape) == 1 else None
     return num_samples * int(shape[1]) * length**2

@@ -22,7 +22,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
@@ -286,13 +285,8 @@ def _length(y_true: Any, loc: Any, scale: Any) -> int | None:
     masked-array refusal that the validated call would give."""
     for value, name in ((y_true, "y_true"), (loc, "loc"), (scale, "scale")):
         _v.reject_masked(value, name)
-    shape = getattr(y_true, "shape", None)
-    if shape is None:
-        try:
-            shape = np.shape(y_true)
-        except Exception:  # ragged: the input checks report it
-            return None
-    return int(shape[0]) if len(shape) else None
+    shape = _kc.shape_of(y_true)
+    return int(shape[0]) if shape else None
 
 
 def _check_options(estimator, bandwidth, target_bandwidth):
