@@ -35,10 +35,11 @@ _BUCKET = {"y_true": 0, "loc": 0, "scale": 0, "counts": 0}
 
 
 def _compiler_options(size: int) -> dict[str, Any]:
-    """XLA's optimised CPU code at every N: the O(N^2) pair sum of exponentials ran
-    2.5x faster than with the quick compile's unoptimised code at N = 1e4 (0.78 vs
-    1.95 s) and its first call was faster too (1.3 vs 2.3 s, 2-core CPU machine)."""
-    return xla_options.compiler_options(size, 0)
+    """XLA's optimised CPU code at every N (``xla_options.pair_sum_options``): the
+    O(N^2) pair sum of exponentials ran 2.5x faster than with the quick compile's
+    unoptimised code at N = 1e4 (0.78 vs 1.95 s) and its first call was faster too (1.3
+    vs 2.3 s, 2-core CPU machine)."""
+    return xla_options.pair_sum_options(size)
 
 
 #: ``method="auto"`` resamples by consistency while ``num_samples * N^2`` is at most
