@@ -496,8 +496,10 @@ def kernel_calibration_test(
     ----------
     Widmann, D., Lindsten, F. and Zachariah, D. (2019). Calibration tests in
     multi-class classification: a unifying framework. *NeurIPS* 32.
+
     Arcones, M. A. and Gine, E. (1992). On the bootstrap of U and V statistics.
     *The Annals of Statistics* 20, 655-674.
+
     Broecker, J. and Smith, L. A. (2007). Increasing the reliability of reliability
     diagrams. *Weather and Forecasting* 22, 651-661.
 
