@@ -452,15 +452,20 @@ def test_linear_terms_keep_their_precision_when_they_nearly_cancel():
 # Concrete CPU inputs of the linear estimator take a NumPy twin (bayescal._src.host):
 # the kernel's median heuristic in the inputs' dtype, the terms in float64. Compared
 # with the kernel path (host.disabled()) as tests/test_host_path.py compares twins.
+def _host_data(n, seed):
+    """Overdispersed normal predictives as numpy float64 (the host paths' inputs)."""
+    r = np.random.default_rng(seed)
+    m = r.normal(size=n)
+    s = r.uniform(0.5, 2, size=n)
+    return m + 1.3 * s * r.normal(size=n), m, s
+
+
 @pytest.mark.parametrize("n", [4, 5, 300, 777, 5000])
 @pytest.mark.parametrize("bandwidths", [{}, {"bandwidth": 0.7, "target_bandwidth": 2}])
 def test_host_linear_equals_the_kernel(n, bandwidths):
     from tests.test_host_path import assert_same, assert_same_test, both
 
-    r = np.random.default_rng(n)
-    m = r.normal(size=n)
-    s = r.uniform(0.5, 2, size=n)
-    y = m + 1.3 * s * r.normal(size=n)
+    y, m, s = _host_data(n, n)
     got, want, answered = both(lambda: reg.kernel_calibration_test(y, m, s, **bandwidths))
     assert answered == [True]
     assert_same_test(got, want)
@@ -512,10 +517,7 @@ def test_host_linear_leaves_the_rest_to_the_kernel():
 def test_host_unbiased_equals_the_kernel(n, bandwidths):
     from tests.test_host_path import assert_same, both
 
-    r = np.random.default_rng(n + 1)
-    m = r.normal(size=n)
-    s = r.uniform(0.5, 2, size=n)
-    y = m + 1.3 * s * r.normal(size=n)
+    y, m, s = _host_data(n, n + 1)
     got, want, answered = both(lambda: reg.kernel_calibration_error(y, m, s, **bandwidths))
     assert answered == [True]
     assert_same(got, want)
