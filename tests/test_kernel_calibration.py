@@ -501,11 +501,7 @@ def _bootstrap_reference(H, counts, num_samples):
 def _kernel_counts(key, n, num_samples):
     from bayescal._src import kernel_calibration as kc
 
-    nb = -(-num_samples // kc.BOOTSTRAP_BATCH)
-    batch = -(-num_samples // nb)
-    w = jnp.ones(n, _dtype())
-    parts = [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)]
-    return np.concatenate(parts, axis=1)[:, :num_samples]
+    return np.asarray(kc.bootstrap_counts_of_passes(key, jnp.ones(n, _dtype()), num_samples))
 
 
 @pytest.mark.parametrize("kind,n,num", [("binary", 30, 40), ("multiclass", 25, 30), ("multiclass", 9, 600)])

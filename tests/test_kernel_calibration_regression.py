@@ -567,12 +567,7 @@ def test_bootstrap_statistics_equal_calibration_tests_jl_loops(n, num_samples):
         )
     )(rows, w)
     # the counts the kernel drew, pass by pass, turned back into indices
-    nb = -(-num_samples // kc.BOOTSTRAP_BATCH)
-    batch = -(-num_samples // nb)
-    counts = np.concatenate(
-        [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)],
-        axis=1,
-    )[:, :num_samples]
+    counts = np.asarray(kc.bootstrap_counts_of_passes(key, w, num_samples))
     assert (counts.sum(axis=0) == n).all()
     ref_uq = (H.sum() - np.trace(H)) / (n * (n - 1))
     ref_stat = n / (n - 1) * ref_uq - H.sum() / n**2
@@ -614,13 +609,7 @@ def test_host_counts_equal_the_kernel_draws():
         np.testing.assert_array_equal(host._uniform(words, shape, dt), want)
     key = jax.random.key(7)
     for n, b in ((10, 3), (1000, 600)):
-        nb = -(-b // kc.BOOTSTRAP_BATCH)
-        batch = -(-b // nb)
-        w = jnp.ones(n, dt)
-        want = np.concatenate(
-            [np.asarray(kc.bootstrap_counts(jax.random.fold_in(key, i), w, batch)) for i in range(nb)],
-            axis=1,
-        )[:, :b]
+        want = np.asarray(kc.bootstrap_counts_of_passes(key, jnp.ones(n, dt), b))
         got = host.bootstrap_counts(host._key_words(key), n, b, dt)
         np.testing.assert_array_equal(got, want)
 

@@ -2298,7 +2298,7 @@ def kernel_calibration_test_classification(
     the median heuristic and the bootstrap's counts computed here, the rest in the
     kernel (its program then has no sort and no random bits: about half the
     compilation)."""
-    from bayescal.classification._kernel import AUTO_BUDGET, _program
+    from bayescal.classification._kernel import AUTO_BUDGET, _test_program
 
     if estimator != "unbiased":
         return None
@@ -2315,11 +2315,11 @@ def kernel_calibration_test_classification(
         return None
     nu = _median_heuristic(points) if nu is None else nu
     classes = 0 if p.ndim == 1 else p.shape[1]
-    draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, p[:, 0] if p.ndim == 2 else p, classes)
+    draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, points[:, 0], classes)
     if draws is None:
         return None
     k, how, counts = draws
-    return _program("unbiased", how, p.ndim == 1)(
+    return _test_program("unbiased", how, p.ndim == 1)(
         y_true, p, k, counts, estimator="unbiased", bandwidth=_scalar_array(nu, p.dtype),
         num_samples=num_samples, method=how,
     )
@@ -2334,13 +2334,13 @@ _COUNTS_MAX = 1 << 18
 
 def _unbiased_draws(
     key: Any, num_samples: Any, method: Any, budget: float, y: np.ndarray | None,
-    classes: int | None = None,
+    classes: int = 1,
 ) -> tuple[Any, str, np.ndarray | None] | None:
-    """For an unbiased kernel calibration test of the observations ``y`` [N] (with
-    ``classes`` for a multiclass input's cost): the key as the kernel takes it, the
-    resolved method and, for the bootstrap, its counts drawn here as the kernel draws
-    them (None where the kernel must: another PRNG, too many); None where the public
-    function's checks should speak (bad options)."""
+    """For an unbiased kernel calibration test of the observations ``y`` [N]
+    (``classes`` as ``kernel_calibration.resolve_method`` takes them): the key as the
+    kernel takes it, the resolved method and, for the bootstrap, its counts drawn here
+    as the kernel draws them (None where the kernel must: another PRNG, too many);
+    None where the public function's checks should speak (bad options)."""
     from bayescal._src import kernel_calibration as _kc
     from bayescal._src.resampling import as_key
 
@@ -2349,8 +2349,7 @@ def _unbiased_draws(
     if method not in _kc.METHODS:
         return None
     n = y.size
-    cost = 0 if classes == 0 else num_samples * n * n * (classes or 1)
-    how = _kc.resolve_method(method, cost, budget)
+    how = _kc.resolve_method(method, n, num_samples, budget, classes)
     k = as_key(key)
     words = _key_words(key)
     if how != "bootstrap" or words is None or n * num_samples > _COUNTS_MAX:
@@ -2379,10 +2378,9 @@ def bootstrap_counts(words: np.ndarray, n: int, num_samples: int, dtype: Any) ->
     ``words``: pass ``i`` draws :func:`kernel_calibration.bootstrap_counts` of
     ``fold_in(key, i)`` (the threefry hash of ``(0, i)``), its uniforms
     :func:`_uniform`."""
-    from bayescal._src.kernel_calibration import BOOTSTRAP_BATCH
+    from bayescal._src.kernel_calibration import bootstrap_batches
 
-    nbatches = -(-num_samples // BOOTSTRAP_BATCH)
-    batch = -(-num_samples // nbatches)
+    nbatches, batch = bootstrap_batches(num_samples)
     dt = np.dtype(dtype)
     parts = []
     for i in range(nbatches):

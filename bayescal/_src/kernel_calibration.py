@@ -192,13 +192,26 @@ def check_method(value: Any) -> str:
     return value
 
 
-def resolve_method(method: str, cost: float | None, budget: float) -> str:
-    """``"auto"`` as ``"consistency"`` where its ``cost`` (in the caller's units; None:
-    unknown, e.g. a ragged input the checks will refuse) is at most ``budget``, else
-    ``"bootstrap"``; the other methods unchanged."""
+def resolve_method(
+    method: str, length: int | None, num_samples: int, budget: float, classes: int | None = 1
+) -> str:
+    """``"auto"`` as ``"consistency"`` where consistency resampling's cost,
+    ``num_samples * classes * length^2`` (regression: ``classes=1``), is at most
+    ``budget``, else ``"bootstrap"``; the other methods unchanged. ``classes=0``: a
+    binary input (O(B N + N log N): always consistency); ``length`` or ``classes``
+    None: unknown (a bad input the checks will refuse)."""
     if method != "auto":
         return method
-    return "consistency" if cost is None or cost <= budget else "bootstrap"
+    if length is None or classes is None or classes == 0:
+        return "consistency"
+    return "consistency" if num_samples * classes * length**2 <= budget else "bootstrap"
+
+
+def bootstrap_batches(num_samples: int) -> tuple[int, int]:
+    """``(passes, resamples per pass)`` of :func:`bootstrap_statistics`: at most
+    :data:`BOOTSTRAP_BATCH` a pass, as even as can be (the last pass padded)."""
+    nbatches = -(-num_samples // BOOTSTRAP_BATCH)
+    return nbatches, -(-num_samples // nbatches)
 
 
 def bootstrap_counts(key: jax.Array, w: jax.Array, num_samples: int) -> jax.Array:
@@ -215,6 +228,14 @@ def bootstrap_counts(key: jax.Array, w: jax.Array, num_samples: int) -> jax.Arra
     real = jnp.broadcast_to((w > 0).astype(w.dtype)[:, None], idx.shape)
     cols = jnp.broadcast_to(jnp.arange(num_samples)[None, :], idx.shape)
     return jnp.zeros((size, num_samples), w.dtype).at[idx, cols].add(real)
+
+
+def bootstrap_counts_of_passes(key: jax.Array, w: jax.Array, num_samples: int) -> jax.Array:
+    """All ``[N, B]`` counts that :func:`bootstrap_statistics` draws pass by pass (one
+    array; for references and tests)."""
+    nbatches, batch = bootstrap_batches(num_samples)
+    parts = [bootstrap_counts(jax.random.fold_in(key, i), w, batch) for i in range(nbatches)]
+    return jnp.concatenate(parts, axis=1)[:, :num_samples]
 
 
 def bootstrap_sums(
@@ -274,8 +295,7 @@ def bootstrap_statistics(
     dt = w.dtype
     nf = real_count(w).astype(dt)
     real = (w > 0).astype(dt)
-    nbatches = -(-num_samples // BOOTSTRAP_BATCH)
-    batch = -(-num_samples // nbatches)
+    nbatches, batch = bootstrap_batches(num_samples)
     diag = jnp.where(w > 0, diag, 0)
     if counts is not None:
         pad = nbatches * batch - num_samples

@@ -361,11 +361,12 @@ def kernel_calibration_error(
     length = _length(y_true, y_prob)
     if length is not None:
         _kc.check_min_length(length, "y_prob", 2, "the kernel calibration error")
-    return _kce(y_true, y_prob, estimator=est, bandwidth=bw)
+    run = _kce_pairs if _pair_sums(est, _classes(y_prob) == 0) else _kce
+    return run(y_true, y_prob, estimator=est, bandwidth=bw)
 
 
-def _unbiased_compiler_options(size: int) -> dict[str, Any]:
-    """The unbiased test's O(N^2) pair values run 7x faster in XLA's optimised code
+def _pair_sum_options(size: int) -> dict[str, Any]:
+    """The O(N^2) pair sums run 7x faster in XLA's optimised code
     (:func:`~bayescal._src.xla_options.pair_sum_options`; the multiclass programs at
     N = 10,240, C = 5, B = 20: bootstrap 0.062 vs 0.44 s warm for 0.19 vs 0.09 s of
     compilation, consistency 0.079 vs 0.57 s for 0.25 vs 0.11 s; 2-core CPU machine):
@@ -387,10 +388,26 @@ def _kct(y_true, y_prob, key, counts=None, *, estimator, bandwidth, num_samples,
     )
 
 
-#: The unbiased test's program (other XLA options than the linear test's).
-_kct_unbiased = _v.validated(
-    _kct.__wrapped__, fuse=True, bucket=_BUCKET, compiler_options=_unbiased_compiler_options
+#: The error's and the test's programs that sum O(N^2) pairs (other XLA options than
+#: the linear-time ones': :func:`_pair_sums`).
+_kce_pairs = _v.validated(
+    _kce.__wrapped__, fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
 )
+_kct_pairs = _v.validated(
+    _kct.__wrapped__, fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
+)
+
+
+def _pair_sums(estimator: str, binary: bool, bootstrap: bool = False) -> bool:
+    """Whether a call sums O(N^2) pairs (the unbiased estimator of multiclass inputs,
+    and the bootstrap test): then it runs the ``_pairs`` programs. Binary inputs'
+    unbiased estimator and consistency test are O(N log N)."""
+    return estimator == "unbiased" and (bootstrap or not binary)
+
+
+def _test_program(estimator: str, method: str, binary: bool) -> Any:
+    """The test's validated program for the resolved ``method``."""
+    return _kct_pairs if _pair_sums(estimator, binary, method == "bootstrap") else _kct
 
 
 #: ``method="auto"`` resamples multiclass inputs by consistency while ``num_samples
@@ -400,15 +417,13 @@ _kct_unbiased = _v.validated(
 AUTO_BUDGET = 1 << 31
 
 
-def _auto_cost(y_prob: Any, length: int | None, num_samples: int) -> int | None:
-    """The consistency resampling's cost in :data:`AUTO_BUDGET`'s units: 0 for a
-    binary input (O(B N + N log N)), None where the shape is unknown."""
+def _classes(y_prob: Any) -> int | None:
+    """0 for binary probabilities [N], ``C`` for [N, C], None for another shape (the
+    input checks report it)."""
     shape = _kc.shape_of(y_prob)
-    if shape is None:
+    if shape is None or len(shape) not in (1, 2):
         return None
-    if length is None or len(shape) != 2:
-        return 0 if len(shape) == 1 else None
-    return num_samples * int(shape[1]) * length**2
+    return 0 if len(shape) == 1 else int(shape[1])
 
 
 @_host.first(_host.kernel_calibration_test_classification)
@@ -519,17 +534,10 @@ def kernel_calibration_test(
     how = _kc.check_method(method)
     length = _length(y_true, y_prob)
     k, num = _kc.test_draws(est, key, num_samples, length, "y_prob")
+    classes = _classes(y_prob)
     if est == "linear":  # the linear test draws nothing: one program for every method
         how = "consistency"
     else:
-        cost = _auto_cost(y_prob, length, num)
-        how = _kc.resolve_method(how, cost, AUTO_BUDGET)
-    run = _program(est, how, cost == 0 if est == "unbiased" else True)
+        how = _kc.resolve_method(how, length, num, AUTO_BUDGET, classes)
+    run = _test_program(est, how, classes == 0)
     return run(y_true, y_prob, k, estimator=est, bandwidth=bw, num_samples=num, method=how)
-
-
-def _program(estimator: str, method: str, binary: bool) -> Any:
-    """The test's validated program: :func:`_kct_unbiased` (XLA's optimised code) for
-    the O(N^2) pair sums (multiclass inputs; the bootstrap), else :func:`_kct`."""
-    linear_time = estimator == "linear" or (binary and method == "consistency")
-    return _kct if linear_time else _kct_unbiased

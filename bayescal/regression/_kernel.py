@@ -525,7 +525,7 @@ def kernel_calibration_test(
     if est == "linear":  # the linear test draws nothing: one program for every method
         how = "consistency"
     else:
-        how = _kc.resolve_method(how, None if length is None else num * length**2, AUTO_BUDGET)
+        how = _kc.resolve_method(how, length, num, AUTO_BUDGET)
     return _kct(
         y_true, loc, scale, k, estimator=est, bandwidth=bw, target_bandwidth=tbw,
         num_samples=num, method=how,
