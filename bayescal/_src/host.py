@@ -2253,8 +2253,11 @@ def kernel_calibration_test_regression(
     on the host: the normal approximation of ``kernel_calibration.linear_test``; the
     unbiased test with the median heuristics and the bootstrap's counts computed here
     (:func:`bootstrap_counts`), the pair values in the kernel."""
+    from bayescal._src.kernel_calibration import METHODS
     from bayescal.regression._kernel import AUTO_BUDGET, KernelCalibrationTest, _kct
 
+    if method not in METHODS:
+        return None  # the public function's check names it
     if estimator == "unbiased":
         data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
         draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, data and data[0])
