@@ -305,6 +305,10 @@ def cases() -> dict:
             lambda d, _: C.kernel_calibration_error(d.label, d.prob),
             None,
         ),
+        "kernel_calibration_error -> multiclass": (
+            lambda d, _: C.kernel_calibration_error(d.mc_label, d.mc_prob),
+            None,
+        ),
         "kernel_calibration_test": (
             lambda d, _: C.kernel_calibration_test(d.label, d.prob),
             None,

@@ -103,6 +103,15 @@ def assert_same(got, want, *, exact=False):
             np.testing.assert_allclose(a, b, rtol=float_tol(), atol=ATOL)
 
 
+def assert_same_rank(got, want, num_samples):
+    """Resampling p-values ``(1 + k) / (1 + B)`` of the same ``k``: the host computes
+    the correctly rounded quotient, XLA multiplies by the rounded reciprocal of the
+    constant ``1 + B`` (e.g. 18 / 20 in float32: 0.9 and 0.90000004)."""
+    a, b = (float(x) * (1 + num_samples) for x in (got, want))
+    assert round(a) == round(b)
+    assert a == pytest.approx(b, rel=1e-6)
+
+
 CONVERSIONS = {
     "numpy": lambda a: a,
     "float64": lambda a: np.asarray(a, np.float64),

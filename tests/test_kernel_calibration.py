@@ -543,7 +543,7 @@ def test_bootstrap_equals_calibration_tests_jl_loops(kind, n, num):
 def test_host_unbiased_test_equals_the_kernel(kind, method):
     """Concrete CPU inputs: the host's median heuristic and bootstrap counts, the
     kernel's pair sums; the same result as the kernel path (host.disabled())."""
-    from tests.test_host_path import assert_same, both
+    from tests.test_host_path import assert_same, assert_same_rank, both
 
     for n in (2, 300, 3000):
         y, p = _binary(n, n) if kind == "binary" else _multiclass(n, 5, n)
@@ -554,7 +554,104 @@ def test_host_unbiased_test_equals_the_kernel(kind, method):
         )
         assert answered == [True]
         assert_same(got, want)
-        assert float(got[0].p_value) == float(want[0].p_value)
+        assert_same_rank(got[0].p_value, want[0].p_value, 19)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+@pytest.mark.parametrize("bandwidth", [None, 0.4])
+def test_host_unbiased_error_equals_the_kernel(kind, bandwidth):
+    """The host's median heuristic (and, multiclass, residuals and padding to the
+    bucket: ``kernel_calibration.host_program``), the same estimate as the kernel."""
+    from tests.test_host_path import assert_same, both
+
+    for n in (2, 300, 3000):
+        y, p = _binary(n, n) if kind == "binary" else _multiclass(n, 5, n)
+        got, want, answered = both(
+            lambda y=y, p=p: clf.kernel_calibration_error(y, p, bandwidth=bandwidth)
+        )
+        assert answered == [True]
+        assert_same(got, want)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass"])
+@pytest.mark.parametrize("n", [4, 5, 300, 5000])
+@pytest.mark.parametrize("bandwidth", [None, 0.4])
+def test_host_linear_equals_the_kernel(kind, n, bandwidth):
+    """The linear estimator and test on the host (float64 terms of the kernel's
+    formula, the median heuristic in the inputs' dtype), as the kernel computes them."""
+    from tests.test_host_path import assert_same, assert_same_test, both
+
+    y, p = _binary(n, n) if kind == "binary" else _multiclass(n, 3, n)
+    got, want, answered = both(lambda: clf.kernel_calibration_test(y, p, bandwidth=bandwidth))
+    assert answered == [True]
+    assert_same_test(got, want)
+    got, want, answered = both(
+        lambda: clf.kernel_calibration_error(y, p, estimator="linear", bandwidth=bandwidth)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+
+
+def test_host_linear_leaves_the_rest_to_the_kernel():
+    from tests.test_host_path import both
+
+    y, p = _multiclass(6, 3, 1)
+    bad = [
+        ((y[:3], p[:3]), {}),  # fewer than two pairs
+        ((y, p * 1.5), {}),  # outside [0, 1]
+        ((np.where(y == 0, 3, y), p), {}),  # a label out of range
+        ((y[:5], p), {}),
+        ((y, p), {"bandwidth": 0.0}),
+        ((y, p), {"estimator": "quadratic"}),
+        ((y, p), {"method": "wild"}),  # the linear test draws nothing, yet checks it
+    ]
+    for args, kwargs in bad:
+        got, want, answered = both(
+            lambda args=args, kwargs=kwargs: clf.kernel_calibration_test(*args, **kwargs)
+        )
+        assert want[1] is not None, "not a bad input"
+        assert got[1] == want[1]
+        assert not any(answered)
+
+
+def test_host_bootstrap_of_several_passes_equals_the_kernel():
+    """600 resamples: two passes of the host program, as the kernel's two passes."""
+    from tests.test_host_path import assert_same, assert_same_rank, both
+
+    y, p = _multiclass(300, 4, 9)
+    got, want, answered = both(
+        lambda: clf.kernel_calibration_test(
+            y, p, estimator="unbiased", key=5, num_samples=600, method="bootstrap"
+        )
+    )
+    assert answered == [True]
+    assert_same(got, want)
+    assert_same_rank(got[0].p_value, want[0].p_value, 600)
+
+
+@pytest.mark.parametrize("method", ["bootstrap", "consistency"])
+def test_host_paths_leave_bad_inputs_to_the_kernel(method):
+    """Labels out of range and rows that do not sum to 1: the host twins decline and
+    the kernel path raises its message (naming the argument)."""
+    from tests.test_host_path import both
+
+    y, p = _multiclass(300, 4, 2)
+    bad_label = y.copy()
+    bad_label[7] = 4
+    bad_rows = p.copy()
+    bad_rows[3] = [0.5, 0.5, 0.5, 0.5]
+    for yy, pp, name in ((bad_label, p, "y_true"), (y, bad_rows, "y_prob")):
+        calls = (
+            lambda yy=yy, pp=pp: clf.kernel_calibration_error(yy, pp),
+            lambda yy=yy, pp=pp: clf.kernel_calibration_test(
+                yy, pp, estimator="unbiased", key=1, num_samples=19, method=method
+            ),
+        )
+        for call in calls:
+            got, want, answered = both(call)
+            assert answered == [False]
+            assert got == want
+            assert got[1] is not None and got[1][0] is ValueError and name in got[1][1]
 
 
 @pytest.mark.parametrize("kind", ["binary", "multiclass"])

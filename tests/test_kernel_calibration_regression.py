@@ -516,7 +516,7 @@ def test_host_linear_leaves_the_rest_to_the_kernel():
 @pytest.mark.parametrize("n", [2, 7, 300, 5000])
 @pytest.mark.parametrize("bandwidths", [{}, {"bandwidth": 0.7, "target_bandwidth": 2}])
 def test_host_unbiased_equals_the_kernel(n, bandwidths):
-    from tests.test_host_path import assert_same, both
+    from tests.test_host_path import assert_same, assert_same_rank, both
 
     y, m, s = _host_data(n, n + 1)
     got, want, answered = both(lambda: reg.kernel_calibration_error(y, m, s, **bandwidths))
@@ -532,7 +532,22 @@ def test_host_unbiased_equals_the_kernel(n, bandwidths):
         assert answered == [True]
         assert_same(got, want)
         # the same resamples: the same rank of the statistic among them
-        assert float(got[0].p_value) == float(want[0].p_value)
+        assert_same_rank(got[0].p_value, want[0].p_value, 19)
+
+
+def test_host_bootstrap_of_several_passes_equals_the_kernel():
+    """600 resamples: two passes of the host program, as the kernel's two passes."""
+    from tests.test_host_path import assert_same, assert_same_rank, both
+
+    y, m, s = _host_data(300, 8)
+    got, want, answered = both(
+        lambda: reg.kernel_calibration_test(
+            y, m, s, estimator="unbiased", key=6, num_samples=600, method="bootstrap"
+        )
+    )
+    assert answered == [True]
+    assert_same(got, want)
+    assert_same_rank(got[0].p_value, want[0].p_value, 600)
 
 
 # ----------------------------------------------------------------- bootstrap test
@@ -562,7 +577,7 @@ def test_bootstrap_statistics_equal_calibration_tests_jl_loops(n, num_samples):
     args = tuple(jnp.asarray(a, dt) for a in (y, m, s))
     w = jnp.ones(n, dt)
     rows = K._rows(*args, jnp.asarray(ell, dt), jnp.asarray(nu, dt))
-    uq, stat, straps = jax.jit(
+    uq, stat, straps, _ = jax.jit(
         lambda r, w: kc.bootstrap_statistics(
             K._h_tile, r, K._h_rows(r, r), w, key, num_samples
         )

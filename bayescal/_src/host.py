@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import validation as _v
 from bayescal._src.validation import host_resident, seed_words
 
 __all__ = ["HOST_MAX", "active", "disabled", "first"]
@@ -2202,10 +2203,68 @@ def _regression_linear_terms(
     return terms, nu, ell, y.dtype
 
 
+def _linear_test(terms: np.ndarray) -> tuple[float, float]:
+    """``kernel_calibration.linear_test`` of the linear estimator's terms (float64):
+    the estimate and the one-sided p-value of the normal approximation."""
+    mean, var = float(terms.mean()), float(terms.var(ddof=1))
+    if var > 0:
+        p = 0.5 * math.erfc(math.sqrt(terms.size) * mean / math.sqrt(var) / math.sqrt(2))
+    else:  # every term equal: no evidence against calibration unless the mean is > 0
+        p = 0.0 if mean > 0 else 1.0
+    return mean, p
+
+
 def _scalar_array(value: float, dtype: Any) -> np.ndarray:
     """A bandwidth as a 0-d array in ``dtype``: an array argument of the kernel's
     fused program (a float would be a static one: a program per value)."""
     return np.asarray(value, dtype)
+
+
+def _bucket_padded(arrays: Any, n: int) -> tuple[Any, np.ndarray]:
+    """The arrays of a pytree (``n`` observations first) padded to the bucket of
+    ``n`` by repeating the last observation (``bucketing.bucket_size``: one compiled
+    program per bucket, as the validated programs pad), and the weights (1 for a real
+    observation, 0 for the padding) in the first array's dtype."""
+    from bayescal._src.bucketing import bucket_size
+
+    size = bucket_size(n)
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, [(0, size - n)] + [(0, 0)] * (a.ndim - 1), mode="edge")
+
+    padded = jax.tree_util.tree_map(pad, arrays)
+    dtype = jax.tree_util.tree_leaves(arrays)[0].dtype
+    return padded, (np.arange(size) < n).astype(dtype)
+
+
+def _bootstrap_on_host(
+    program: Callable[..., Any], x: Any, w: np.ndarray, counts: np.ndarray, policy: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(SKCE_uq, p-value)`` of ``kernel_calibration.bootstrap_statistics`` with the
+    host's ``counts`` [n, B]: per pass, ``program(x, v)`` (``v`` the weights ``w`` and
+    the pass's counts, padded to ``w``'s bucket) compiled alone gives the bilinear
+    sums and the ``h_ii``; the statistics and the p-value are computed here in the
+    inputs' dtype, as the kernel computes them."""
+    from bayescal._src import kernel_calibration as _kc
+
+    dt = w.dtype
+    n, num_samples = counts.shape
+    nbatches, batch = _kc.bootstrap_batches(num_samples)
+    c_all = np.zeros((w.size, nbatches * batch), dt)
+    c_all[:n, :num_samples] = counts
+    nf = dt.type(n)
+    straps, offdiag, diag = [], None, None
+    for i in range(nbatches):
+        c = c_all[:, i * batch : (i + 1) * batch]
+        sums, h_ii = _kc.host_program(program, (x, np.concatenate([w[:, None], c], 1)), policy)
+        diag = np.where(w > 0, np.asarray(h_ii), dt.type(0))
+        strap, off = _kc.bootstrap_pass(np.asarray(sums), c, diag, nf, np)
+        straps.append(strap)
+        offdiag = off if offdiag is None else offdiag
+    uq, _, _, p = _kc.bootstrap_summary(
+        offdiag, diag, w, nf, np.concatenate(straps)[:num_samples], np
+    )
+    return uq, p
 
 
 def kernel_calibration_error_regression(
@@ -2218,18 +2277,23 @@ def kernel_calibration_error_regression(
     target_bandwidth: Any = None,
 ) -> Any:
     """:func:`bayescal.regression.kernel_calibration_error` with ``estimator="linear"``
-    on the host (O(N)); the quadratic estimator with the median heuristics computed
-    here and the pair sum in the kernel (its program then has no sort: half the
-    compilation)."""
+    on the host (O(N)); the quadratic estimator with the median heuristics and the
+    observations' terms computed here and the pair sum alone compiled
+    (``kernel_calibration.host_program``: half the compilation of the validated
+    program, which also sorts for the median)."""
     if estimator == "unbiased":
-        from bayescal.regression._kernel import _kce
+        from bayescal._src.kernel_calibration import host_program
+        from bayescal.regression._kernel import _compiler_options, _error_pairs, _rows
 
         data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
         if data is None:
             return None
         y, m, s, nu, ell = data
-        nu_a, ell_a = _scalar_array(nu, y.dtype), _scalar_array(ell, y.dtype)
-        return _kce(y, m, s, estimator="unbiased", bandwidth=nu_a, target_bandwidth=ell_a)
+        dt = y.dtype.type
+        rows, w = _bucket_padded(_rows(y, m, s, dt(ell), dt(nu), xp=np), y.size)
+        total = np.asarray(host_program(_error_pairs, (rows, w), _compiler_options))
+        nf = dt(y.size)
+        return _result(total / (nf * (nf - 1)), y.dtype)
     data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
     if data is None:
         return None
@@ -2252,39 +2316,137 @@ def kernel_calibration_test_regression(
     """:func:`bayescal.regression.kernel_calibration_test` with the linear estimator
     on the host: the normal approximation of ``kernel_calibration.linear_test``; the
     unbiased test with the median heuristics and the bootstrap's counts computed here
-    (:func:`bootstrap_counts`), the pair values in the kernel."""
+    (:func:`bootstrap_counts`), the pair values in the kernel: the bootstrap's pair
+    sums alone compiled (:func:`_bootstrap_on_host`) where the counts were drawn
+    here, else the validated program."""
     from bayescal._src.kernel_calibration import METHODS
-    from bayescal.regression._kernel import AUTO_BUDGET, KernelCalibrationTest, _kct
+    from bayescal.regression import _kernel as _rk
 
     if method not in METHODS:
         return None  # the public function's check names it
     if estimator == "unbiased":
         data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
-        draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, data and data[0])
+        draws = _unbiased_draws(key, num_samples, method, _rk.AUTO_BUDGET, data and data[0])
         if data is None or draws is None:
             return None
         y, m, s, nu, ell = data
         k, how, counts = draws
-        return _kct(
-            y, m, s, k, counts, estimator="unbiased", bandwidth=_scalar_array(nu, y.dtype),
-            target_bandwidth=_scalar_array(ell, y.dtype), num_samples=num_samples,
-            method=how,
-        )
+        if counts is None:
+            return _rk._kct(
+                y, m, s, k, counts, estimator="unbiased",
+                bandwidth=_scalar_array(nu, y.dtype),
+                target_bandwidth=_scalar_array(ell, y.dtype), num_samples=num_samples,
+                method=how,
+            )
+        dt = y.dtype.type
+        rows, w = _bucket_padded(_rk._rows(y, m, s, dt(ell), dt(nu), xp=np), y.size)
+        uq, pv = _bootstrap_on_host(_rk._bootstrap_pairs, rows, w, counts, _rk._compiler_options)
+        return _rk.KernelCalibrationTest(*(_result(v, y.dtype) for v in (uq, pv, nu, ell)))
     data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
     if data is None:
         return None
     terms, nu, ell, dtype = data
-    mean, var = terms.mean(), terms.var(ddof=1)
-    if var > 0:
-        p = 0.5 * math.erfc(math.sqrt(terms.size) * mean / math.sqrt(var) / math.sqrt(2))
-    else:  # every term equal: no evidence against calibration unless the mean is > 0
-        p = 0.0 if mean > 0 else 1.0
-    return KernelCalibrationTest(
-        _result(mean, dtype), _result(p, dtype), _result(nu, dtype), _result(ell, dtype)
-    )
+    mean, p = _linear_test(terms)
+    return _rk.KernelCalibrationTest(*(_result(v, dtype) for v in (mean, p, nu, ell)))
+
 
 # --------------------------------------------------------------------------- classification SKCE
 _SKCE_MAX = 1 << 20  # probabilities: the host only converts them and takes the median
+
+
+def _classification_skce_inputs(y_prob: Any, bandwidth: Any) -> tuple[np.ndarray, float] | None:
+    """Checked probabilities (``[N]`` or ``[N, C]``, ``N >= 2``) and the bandwidth
+    (the median heuristic where not given), or None."""
+    p = _floats(y_prob, _SKCE_MAX)
+    if p is None or p.ndim not in (1, 2) or p.shape[0] < 2:
+        return None
+    if p.ndim == 2 and p.shape[1] < 2:
+        return None
+    if not _normal(p, 0.0, 1.0):
+        return None
+    nu = _kernel_bandwidth(bandwidth)
+    if nu is None and bandwidth is not None:
+        return None
+    if nu is None:
+        nu = _median_heuristic(np.stack([1 - p, p], axis=1) if p.ndim == 1 else p)
+    return p, nu
+
+
+def _classification_pairs(y_true: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The probabilities ``[N, C]`` and residuals ``e_y - p`` of checked
+    probabilities ``p`` (binary ``[N]``: the two classes ``(1 - p, p)``), as the
+    kernel's ``_inputs`` computes them, or None where the labels or the rows' sums
+    fail the kernel's checks."""
+    n = p.shape[0]
+    if p.ndim == 1:
+        y = _vector(y_true)
+        if y is None or y.shape != p.shape or not ((y == 0) | (y == 1)).all():
+            return None
+        y = y.astype(p.dtype)
+        return np.stack([1 - p, p], axis=1), np.stack([p - y, y - p], axis=1)
+    c = p.shape[1]
+    labels = _class_labels(y_true, n, c)
+    tol = (1e-4 if p.dtype == _F32 else 1e-8) * c  # validation.check_row_sums's
+    if labels is None or not _v._HOST_PREDICATES["row_sums"](p, tol):
+        return None
+    return p, np.eye(c, dtype=p.dtype)[labels] - p
+
+
+def _classification_linear_terms(
+    y_true: Any, y_prob: Any, bandwidth: Any, minimum: int
+) -> tuple[np.ndarray, float, Any] | None:
+    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of checked probabilities
+    (at least ``minimum`` rows), the bandwidth and the dtype, or None."""
+    from bayescal.classification._kernel import _h
+
+    data = _classification_skce_inputs(y_prob, bandwidth)
+    if data is None or data[0].shape[0] < minimum:
+        return None
+    p, nu = data
+    pairs = _classification_pairs(y_true, p)
+    if pairs is None:
+        return None
+    half = p.shape[0] // 2
+    even = tuple(a[0 : 2 * half : 2].astype(np.float64) for a in pairs)
+    odd = tuple(a[1 : 2 * half : 2].astype(np.float64) for a in pairs)
+    # the kernel's bandwidth rounded to the inputs' dtype, the kernel's formula
+    terms = _h(even, odd, float(np.asarray(nu, p.dtype)), xp=np)
+    return terms, nu, p.dtype
+
+
+def kernel_calibration_error_classification(
+    y_true: Any, y_prob: Any, *, estimator: Any = "unbiased", bandwidth: Any = None
+) -> Any:
+    """:func:`bayescal.classification.kernel_calibration_error`: the linear estimator
+    on the host (O(N)); the unbiased estimator with the median heuristic computed
+    here, and for multiclass inputs also the residuals, the pair sum alone compiled
+    (``kernel_calibration.host_program``: no sort and no value checks in the
+    program); binary inputs' O(N log N) sum in the validated program."""
+    from bayescal._src.kernel_calibration import host_program
+    from bayescal.classification import _kernel as _ck
+
+    if estimator == "linear":
+        linear = _classification_linear_terms(y_true, y_prob, bandwidth, 2)
+        return None if linear is None else _result(linear[0].mean(), linear[2])
+    if estimator != "unbiased":
+        return None
+    data = _classification_skce_inputs(y_prob, bandwidth)
+    if data is None:
+        return None
+    p, nu = data
+    if p.ndim == 1:
+        return _ck._error_program("unbiased", True)(
+            y_true, p, estimator="unbiased", bandwidth=_scalar_array(nu, p.dtype)
+        )
+    pairs = _classification_pairs(y_true, p)
+    if pairs is None:
+        return None
+    (pp, r), w = _bucket_padded(pairs, p.shape[0])
+    dt = p.dtype.type
+    x = (pp, r * w[:, None])
+    total = np.asarray(host_program(_ck._error_pairs, (x, dt(nu)), _ck._pair_sum_options))
+    nf = dt(p.shape[0])
+    return _result(total / (nf * (nf - 1)), p.dtype)
 
 
 def kernel_calibration_test_classification(
@@ -2297,35 +2459,46 @@ def kernel_calibration_test_classification(
     num_samples: Any = 500,
     method: Any = "auto",
 ) -> Any:
-    """:func:`bayescal.classification.kernel_calibration_test`'s unbiased test with
-    the median heuristic and the bootstrap's counts computed here, the rest in the
-    kernel (its program then has no sort and no random bits: about half the
-    compilation)."""
-    from bayescal.classification._kernel import AUTO_BUDGET, _test_program
+    """:func:`bayescal.classification.kernel_calibration_test`: the linear test on
+    the host (the normal approximation of ``kernel_calibration.linear_test``); the
+    unbiased test with the median heuristic and the bootstrap's counts computed here,
+    the rest in the kernel: the bootstrap's pair sums alone compiled
+    (:func:`_bootstrap_on_host`) where the counts were drawn here, else the validated
+    program (without sort and random bits, about half the compilation)."""
+    from bayescal._src.kernel_calibration import METHODS
+    from bayescal.classification import _kernel as _ck
 
+    if method not in METHODS:
+        return None  # the public function's check names it
+    if estimator == "linear":
+        linear = _classification_linear_terms(y_true, y_prob, bandwidth, 4)
+        if linear is None:
+            return None
+        terms, nu, dtype = linear
+        return _ck.KernelCalibrationTest(*(_result(v, dtype) for v in (*_linear_test(terms), nu)))
     if estimator != "unbiased":
         return None
-    p = _floats(y_prob, _SKCE_MAX)
-    if p is None or p.ndim not in (1, 2) or p.shape[0] < 2:
+    data = _classification_skce_inputs(y_prob, bandwidth)
+    if data is None:
         return None
-    if p.ndim == 2 and p.shape[1] < 2:
-        return None
-    if not _normal(p, 0.0, 1.0):
-        return None
-    points = np.stack([1 - p, p], axis=1) if p.ndim == 1 else p
-    nu = _kernel_bandwidth(bandwidth)
-    if nu is None and bandwidth is not None:
-        return None
-    nu = _median_heuristic(points) if nu is None else nu
+    p, nu = data
     classes = 0 if p.ndim == 1 else p.shape[1]
-    draws = _unbiased_draws(key, num_samples, method, AUTO_BUDGET, points[:, 0], classes)
+    first = p if p.ndim == 1 else p[:, 0]
+    draws = _unbiased_draws(key, num_samples, method, _ck.AUTO_BUDGET, first, classes)
     if draws is None:
         return None
     k, how, counts = draws
-    return _test_program("unbiased", how, p.ndim == 1)(
-        y_true, p, k, counts, estimator="unbiased", bandwidth=_scalar_array(nu, p.dtype),
-        num_samples=num_samples, method=how,
+    pairs = None if counts is None else _classification_pairs(y_true, p)
+    if pairs is None or counts is None:
+        return _ck._test_program("unbiased", how, p.ndim == 1)(
+            y_true, p, k, counts, estimator="unbiased",
+            bandwidth=_scalar_array(nu, p.dtype), num_samples=num_samples, method=how,
+        )
+    x, w = _bucket_padded(pairs, p.shape[0])
+    uq, pv = _bootstrap_on_host(
+        _ck._bootstrap_pairs, (x, p.dtype.type(nu)), w, counts, _ck._pair_sum_options
     )
+    return _ck.KernelCalibrationTest(*(_result(v, p.dtype) for v in (uq, pv, nu)))
 
 
 # --------------------------------------------------------------------------- keys

@@ -88,8 +88,8 @@ def _inputs(y_true: Any, y_prob: Any) -> tuple[jax.Array, jax.Array, bool]:
 
 
 # --------------------------------------------------------------------------- kernels
-def _dist(a: jax.Array, b: jax.Array) -> jax.Array:
-    return jnp.sqrt(jnp.sum((a - b) ** 2, axis=-1))
+def _dist(a: jax.Array, b: jax.Array, xp: Any = jnp) -> jax.Array:
+    return xp.sqrt(xp.sum((a - b) ** 2, axis=-1))
 
 
 #: Up to this many classes the tiles' distances and residual products are sums of
@@ -112,10 +112,11 @@ def _tile_terms(pr, pc, rr=None, rc=None):
     return dist, sum(rr[:, k, None] * rc[None, :, k] for k in range(c))
 
 
-def _h(a, b, nu):
-    """The pair function of (probabilities, residuals) pairs, broadcasting."""
+def _h(a, b, nu, xp=jnp):
+    """The pair function of (probabilities, residuals) pairs, broadcasting; ``xp``:
+    ``jax.numpy`` (the kernel) or ``numpy`` (the host twin)."""
     (pa, ra), (pb, rb) = a, b
-    return jnp.exp(-_dist(pa, pb) / nu) * jnp.sum(ra * rb, axis=-1)
+    return xp.exp(-_dist(pa, pb, xp) / nu) * xp.sum(ra * rb, axis=-1)
 
 
 def _bandwidth(p, w, bandwidth):
@@ -124,22 +125,31 @@ def _bandwidth(p, w, bandwidth):
     return _kc.median_distance(p, _kc.real_count(w), _dist)
 
 
-def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
-    """``sum_{a,b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C, B]:
-    ``K`` is symmetric with ``K_aa = 1``, so twice the sum over the tiles of the
-    upper triangle (:func:`~bayescal._src.kernel_calibration.upper_tiles`, a
-    ``[T, T] @ [T, C B]`` product per tile) plus ``sum_a ||r_a||^2``."""
+def _pair_tile(c: int) -> int:
+    """Tiles of at most ``BLOCK_VALUES`` ``[T, T, C]`` distance terms."""
+    return min(_kc.PAIR_TILE, math.isqrt(_kc.BLOCK_VALUES // c))
+
+
+def _offdiag(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
+    """``sum_{a != b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C,
+    B]: ``K`` is symmetric, so twice the sum over the tiles of the upper triangle
+    (:func:`~bayescal._src.kernel_calibration.upper_tiles`, a ``[T, T] @ [T, C B]``
+    product per tile)."""
     size, c, b = r.shape
     flat = r.reshape(size, c * b)
-    # tiles of at most BLOCK_VALUES [T, T, C] distance terms
-    tile = min(_kc.PAIR_TILE, math.isqrt(_kc.BLOCK_VALUES // c))
 
     def one(rows, cols, upper):
         (pr, fr), (pc, fc) = rows, cols
         k = jnp.where(upper, jnp.exp(-_tile_terms(pr, pc) / nu), 0)
         return jnp.sum((fr * (k @ fc)).reshape(-1, c, b), axis=(0, 1))
 
-    return 2 * _kc.upper_tiles(one, (p, flat), tile) + jnp.sum(r * r, axis=(0, 1))
+    return 2 * _kc.upper_tiles(one, (p, flat), _pair_tile(c))
+
+
+def _quad(p: jax.Array, r: jax.Array, nu: jax.Array) -> jax.Array:
+    """``sum_{a,b} K_ab r_a . r_b`` for each of the ``B`` columns of ``r`` [N, C, B]:
+    :func:`_offdiag` plus ``sum_a ||r_a||^2`` (``K_aa = 1``)."""
+    return _offdiag(p, r, nu) + jnp.sum(r * r, axis=(0, 1))
 
 
 def _binary_cross(p, w, order, r1, nu):
@@ -156,9 +166,24 @@ def _unbiased(p, r, w, nu, binary=False):
     if binary:
         order = _kc.sort_order(p[:, 1], w)
         return _binary_cross(p, w, order, r[:, 1] * w, nu) / (n * (n - 1))
-    rw = r * w[:, None]
-    total = _quad(p, rw[:, :, None], nu)[0] - jnp.sum(rw * rw)
-    return total / (n * (n - 1))
+    return _offdiag(p, (r * w[:, None])[:, :, None], nu)[0] / (n * (n - 1))
+
+
+def _error_pairs(x, nu):
+    """The host path's program for the unbiased multiclass SKCE: ``sum_{a != b} K_ab
+    R_a . R_b`` of the probabilities and the residuals ``x`` (zero for the padding;
+    ``host.kernel_calibration_error_classification``)."""
+    p, r = x
+    return _offdiag(p, r[:, :, None], nu)[0]
+
+
+def _bootstrap_pairs(x, v):
+    """The host path's program for one pass of the bootstrap test:
+    ``kernel_calibration.bootstrap_sums`` of the probabilities and residuals with the
+    weights and counts ``v``, and the ``h_ii = ||r_i||^2``."""
+    (p, r), nu = x
+    sums = _kc.bootstrap_sums(_h_tile(nu), (p, r), v, tile=_pair_tile(p.shape[1]))
+    return sums, jnp.sum(r * r, axis=1)
 
 
 def _linear(p, r, w, nu):
@@ -253,11 +278,9 @@ def _test_kernel(
     if estimator == "linear":
         stat, pv = _kc.linear_test(*_linear(p, r, w, nu))
     elif method == "bootstrap":
-        # tiles of at most BLOCK_VALUES [T, T, C] distance terms, as in _quad
-        tile = min(_kc.PAIR_TILE, math.isqrt(_kc.BLOCK_VALUES // p.shape[1]))
         diag = jnp.sum(r * r, axis=1)  # h_ii = kappa(p_i, p_i) ||r_i||^2, kappa = 1
         stat, pv = _kc.bootstrap_test(
-            _h_tile(nu), (p, r), diag, w, key, num_samples, counts, tile=tile
+            _h_tile(nu), (p, r), diag, w, key, num_samples, counts, tile=_pair_tile(p.shape[1])
         )
     else:
         both = _consistency_samples(key, p, r, w, nu, num_samples, binary)
@@ -283,6 +306,7 @@ def _kce(y_true, y_prob, *, estimator, bandwidth):
     return _error_kernel(p, r, w, bandwidth, estimator=estimator, binary=binary)
 
 
+@_host.first(_host.kernel_calibration_error_classification)
 def kernel_calibration_error(
     y_true: Any,
     y_prob: Any,
@@ -361,8 +385,9 @@ def kernel_calibration_error(
     length = _length(y_true, y_prob)
     if length is not None:
         _kc.check_min_length(length, "y_prob", 2, "the kernel calibration error")
-    run = _kce_pairs if _pair_sums(est, _classes(y_prob) == 0) else _kce
-    return run(y_true, y_prob, estimator=est, bandwidth=bw)
+    return _error_program(est, _classes(y_prob) == 0)(
+        y_true, y_prob, estimator=est, bandwidth=bw
+    )
 
 
 def _pair_sum_options(size: int) -> dict[str, Any]:
@@ -403,6 +428,11 @@ def _pair_sums(estimator: str, binary: bool, bootstrap: bool = False) -> bool:
     and the bootstrap test): then it runs the ``_pairs`` programs. Binary inputs'
     unbiased estimator and consistency test are O(N log N)."""
     return estimator == "unbiased" and (bootstrap or not binary)
+
+
+def _error_program(estimator: str, binary: bool) -> Any:
+    """The error's validated program."""
+    return _kce_pairs if _pair_sums(estimator, binary) else _kce
 
 
 def _test_program(estimator: str, method: str, binary: bool) -> Any:
