@@ -2428,9 +2428,7 @@ def kernel_calibration_error_classification(
     if estimator == "linear":
         linear = _classification_linear_terms(y_true, y_prob, bandwidth, 2)
         return None if linear is None else _result(linear[0].mean(), linear[2])
-    if estimator != "unbiased":
-        return None
-    data = _classification_skce_inputs(y_prob, bandwidth)
+    data = _classification_skce_inputs(y_prob, bandwidth) if estimator == "unbiased" else None
     if data is None:
         return None
     p, nu = data
@@ -2476,9 +2474,7 @@ def kernel_calibration_test_classification(
             return None
         terms, nu, dtype = linear
         return _ck.KernelCalibrationTest(*(_result(v, dtype) for v in (*_linear_test(terms), nu)))
-    if estimator != "unbiased":
-        return None
-    data = _classification_skce_inputs(y_prob, bandwidth)
+    data = _classification_skce_inputs(y_prob, bandwidth) if estimator == "unbiased" else None
     if data is None:
         return None
     p, nu = data
