@@ -2193,14 +2193,20 @@ def _regression_linear_terms(
     y, m, s, nu, ell = data
     from bayescal.regression._kernel import _h
 
-    half = y.size // 2
-    even = tuple(v[0 : 2 * half : 2].astype(np.float64) for v in (y, m, s))
-    odd = tuple(v[1 : 2 * half : 2].astype(np.float64) for v in (y, m, s))
     # the kernel's bandwidths rounded to the inputs' dtype, the kernel's formula
     nu64, ell64 = float(np.asarray(nu, y.dtype)), float(np.asarray(ell, y.dtype))
     with np.errstate(over="ignore", under="ignore"):
-        terms = _h(even, odd, nu64, ell64, xp=np)
+        terms = _linear_pairs(functools.partial(_h, nu=nu64, ell=ell64, xp=np), (y, m, s))
     return terms, nu, ell, y.dtype
+
+
+def _linear_pairs(h: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    """``kernel_calibration.linear_terms`` of the host twins: ``h`` (NumPy) on the
+    pairs ``(2i, 2i+1)`` of the arrays, in float64."""
+    from bayescal._src.kernel_calibration import linear_terms
+
+    x = tuple(a.astype(np.float64) for a in arrays)
+    return linear_terms(h, x, np.ones(x[0].shape[0]))[0]
 
 
 def _linear_test(terms: np.ndarray) -> tuple[float, float]:
@@ -2225,16 +2231,25 @@ def _bucket_padded(arrays: Any, n: int) -> tuple[Any, np.ndarray]:
     ``n`` by repeating the last observation (``bucketing.bucket_size``: one compiled
     program per bucket, as the validated programs pad), and the weights (1 for a real
     observation, 0 for the padding) in the first array's dtype."""
-    from bayescal._src.bucketing import bucket_size
+    from bayescal._src.bucketing import bucket_size, pad_axis
 
     size = bucket_size(n)
-
-    def pad(a: np.ndarray) -> np.ndarray:
-        return np.pad(a, [(0, size - n)] + [(0, 0)] * (a.ndim - 1), mode="edge")
-
-    padded = jax.tree_util.tree_map(pad, arrays)
+    padded = jax.tree_util.tree_map(lambda a: pad_axis(a, size, axis=0), arrays)
     dtype = jax.tree_util.tree_leaves(arrays)[0].dtype
     return padded, (np.arange(size) < n).astype(dtype)
+
+
+def _unbiased_on_host(
+    program: Callable[..., Any], args: tuple, n: int, dtype: Any, policy: Any
+) -> jax.Array:
+    """The unbiased SKCE ``sum_{i != j} h_ij / (n (n - 1))``: the pair sum of
+    ``program(*args)`` compiled alone (``kernel_calibration.host_program``), divided
+    here in ``dtype``."""
+    from bayescal._src.kernel_calibration import host_program
+
+    total = np.asarray(host_program(program, args, policy))
+    nf = np.dtype(dtype).type(n)
+    return _result(total / (nf * (nf - 1)), dtype)
 
 
 def _bootstrap_on_host(
@@ -2282,7 +2297,6 @@ def kernel_calibration_error_regression(
     (``kernel_calibration.host_program``: half the compilation of the validated
     program, which also sorts for the median)."""
     if estimator == "unbiased":
-        from bayescal._src.kernel_calibration import host_program
         from bayescal.regression._kernel import _compiler_options, _error_pairs, _rows
 
         data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
@@ -2291,9 +2305,7 @@ def kernel_calibration_error_regression(
         y, m, s, nu, ell = data
         dt = y.dtype.type
         rows, w = _bucket_padded(_rows(y, m, s, dt(ell), dt(nu), xp=np), y.size)
-        total = np.asarray(host_program(_error_pairs, (rows, w), _compiler_options))
-        nf = dt(y.size)
-        return _result(total / (nf * (nf - 1)), y.dtype)
+        return _unbiased_on_host(_error_pairs, (rows, w), y.size, y.dtype, _compiler_options)
     data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
     if data is None:
         return None
@@ -2406,11 +2418,8 @@ def _classification_linear_terms(
     pairs = _classification_pairs(y_true, p)
     if pairs is None:
         return None
-    half = p.shape[0] // 2
-    even = tuple(a[0 : 2 * half : 2].astype(np.float64) for a in pairs)
-    odd = tuple(a[1 : 2 * half : 2].astype(np.float64) for a in pairs)
     # the kernel's bandwidth rounded to the inputs' dtype, the kernel's formula
-    terms = _h(even, odd, float(np.asarray(nu, p.dtype)), xp=np)
+    terms = _linear_pairs(functools.partial(_h, nu=float(np.asarray(nu, p.dtype)), xp=np), pairs)
     return terms, nu, p.dtype
 
 
@@ -2422,7 +2431,6 @@ def kernel_calibration_error_classification(
     here, and for multiclass inputs also the residuals, the pair sum alone compiled
     (``kernel_calibration.host_program``: no sort and no value checks in the
     program); binary inputs' O(N log N) sum in the validated program."""
-    from bayescal._src.kernel_calibration import host_program
     from bayescal.classification import _kernel as _ck
 
     if estimator == "linear":
@@ -2440,11 +2448,8 @@ def kernel_calibration_error_classification(
     if pairs is None:
         return None
     (pp, r), w = _bucket_padded(pairs, p.shape[0])
-    dt = p.dtype.type
-    x = (pp, r * w[:, None])
-    total = np.asarray(host_program(_ck._error_pairs, (x, dt(nu)), _ck._pair_sum_options))
-    nf = dt(p.shape[0])
-    return _result(total / (nf * (nf - 1)), p.dtype)
+    args = ((pp, r * w[:, None]), p.dtype.type(nu))
+    return _unbiased_on_host(_ck._error_pairs, args, p.shape[0], p.dtype, _ck._pair_sum_options)
 
 
 def kernel_calibration_test_classification(

@@ -418,8 +418,9 @@ def host_program(
     return xla_options.with_options(xla_options.largest(args), run, policy)
 
 
-def linear_terms(h: Callable[..., jax.Array], x: Any, w: jax.Array):
-    """``h`` on the pairs ``(2i, 2i+1)`` and their validity (both observations real)."""
+def linear_terms(h: Callable[..., Any], x: Any, w: Any):
+    """``h`` on the pairs ``(2i, 2i+1)`` and their validity (both observations real);
+    JAX or NumPy arrays (the host twins)."""
     size = jax.tree_util.tree_leaves(x)[0].shape[0]
     m = size // 2
     even = jax.tree_util.tree_map(lambda a: a[0 : 2 * m : 2], x)
