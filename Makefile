@@ -65,7 +65,7 @@ TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
-.PHONY: fuzz test test-pytest test-fast test-docs-then-x64 test-x64-core test-x64 test-slow test-py312 test-min ci demo bench bench-gpu \
+.PHONY: fuzz test test-pytest test-fast test-rehearsal test-fast-then-rehearsal test-docs-then-x64 test-x64-core test-x64 test-slow test-py312 test-min ci demo bench bench-gpu \
 	lint docs clean
 
 # Packages are installed by uv (itself installed from PyPI by the venv's pip): it resolves
@@ -128,23 +128,42 @@ $(VENVMIN)/.installed: pyproject.toml Makefile
 # process (two workers would cost another ~10 s of CPU to start) beside the end of the
 # float32 run. Each target's output is printed when it ends.
 test: $(VENV)/.docs-installed
-	$(MAKE) --no-print-directory -j 2 --output-sync=target test-fast test-docs-then-x64
+	$(MAKE) --no-print-directory -j 2 --output-sync=target test-fast-then-rehearsal test-docs-then-x64
 
 # --dist loadfile: a module's tests run in one worker, so its fixtures (an MCMC fit, a
 # fitted recalibrator) and its compiled kernels are made once, not once per worker.
 PYTEST_FAST = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
+
+# The accelerator rehearsal (BAYESCAL_REHEARSAL=1; bayescal/_src/backend.py): the NumPy
+# host path off, and every Python-level choice that depends on the backend (compiler
+# options, NumPy shortcuts for JAX arrays, tracing one platform's branch) takes the
+# branch an accelerator takes, so the programs compiled on this CPU are those a GPU
+# compiles. The bucketing and compile-budget tests run only here: on the host path they
+# would count the NumPy twins, which compile nothing, not the kernels. The bad-input,
+# contract and command-line tests run in both modes.
+REHEARSAL_ONLY := $(addprefix tests/,test_bucketing.py test_bucketing_classification.py \
+	test_bucketing_regression.py test_bucketing_uncertainty.py test_compile_budget.py)
+REHEARSAL_TESTS := $(REHEARSAL_ONLY) $(addprefix tests/,test_bad_input_classes.py \
+	test_contract.py test_cli.py)
+
+test-rehearsal: $(VENV)/.test-installed
+	BAYESCAL_REHEARSAL=1 $(PYTEST_FAST) $(REHEARSAL_TESTS)
+
+test-fast-then-rehearsal: test-fast
+	$(MAKE) --no-print-directory test-rehearsal
 PYTEST_X64_CORE = JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_CORE)
 
 # make test's tests without the docs, one run after the other.
 test-pytest: $(VENV)/.test-installed
-	$(PYTEST_FAST)
+	$(PYTEST_FAST) $(addprefix --ignore=,$(REHEARSAL_ONLY))
+	BAYESCAL_REHEARSAL=1 $(PYTEST_FAST) $(REHEARSAL_TESTS)
 	$(PYTEST_X64_CORE)
 
 test-docs-then-x64: docs
 	JAX_ENABLE_X64=1 $(PY) -m pytest -p no:xdist -q $(FAST) $(X64_CORE)
 
 test-fast: $(VENV)/.test-installed
-	$(PYTEST_FAST)
+	$(PYTEST_FAST) $(addprefix --ignore=,$(REHEARSAL_ONLY))
 
 # Under x64, everything but the plumbing that is the same in both modes (the command
 # line's options and files, the plots, the bundled datasets, save/load, the ArviZ
@@ -164,7 +183,7 @@ test-x64-core: $(VENV)/.test-installed
 	$(PYTEST_X64_CORE)
 
 test-x64: $(VENV)/.test-installed
-	JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_IGNORE) $(addprefix --ignore=,$(X64_CORE)) tests
+	JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_IGNORE) $(addprefix --ignore=,$(X64_CORE) $(REHEARSAL_ONLY)) tests
 
 # The long statistical and end-to-end tests (CI runs them too: .ci/run).
 test-slow: $(VENV)/.test-installed

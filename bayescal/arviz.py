@@ -23,7 +23,7 @@ import numpy as np
 
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
-from bayescal._src.validation import host_resident as _host_resident
+from bayescal._src.validation import paddable as _paddable
 from bayescal.core import KeyLike
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
@@ -432,7 +432,7 @@ def _weighted_pit(y, draws, log_weights, key=None) -> jax.Array:
     arrays = (y, draws, log_weights)
     n = int(np.shape(y)[0])
     if (
-        all(_host_resident(a) for a in arrays)
+        all(_paddable(a) for a in arrays)
         and 0 < n <= _BUCKET_MAX
         and (key is None or random_prefix_stable(key))
     ):

@@ -11,6 +11,9 @@ Every public module builds on these names and nothing else of the internals:
   result is random takes ``key`` first";
 * option types (``Literal``): :data:`Norm`, :data:`CurveKind`, :data:`Reduction`,
   :data:`BinStrategy`, :data:`BootstrapMethod`, and :data:`KeyLike`;
+* the path switch: :func:`host_path` (``with host_path(False):`` runs the compiled
+  kernels that accelerators run, also for small inputs on a CPU; the environment
+  variable ``BAYESCAL_HOST_PATH=0`` does the same for a whole process);
 * shared algorithms: :func:`isotonic_regression` (weighted PAV), :func:`curve_error`,
   :func:`curve_area`, and the resampling engine :func:`bootstrap` /
   :func:`null_pvalue`.
@@ -27,6 +30,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.backend import host_path
 from bayescal._src.bands import Band
 from bayescal._src.calibrator_io import (
     CalibratorFileError,
@@ -73,6 +77,8 @@ __all__ = [
     "Reduction",
     "BinStrategy",
     "BootstrapMethod",
+    # which path a call takes (NumPy on the host, or the compiled kernels)
+    "host_path",
     # shared algorithms
     "isotonic_regression",
     "curve_error",

@@ -37,7 +37,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
-from bayescal._src.validation import host_resident, narrows, reject_masked
+from bayescal._src.validation import narrows, paddable, reject_masked
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
@@ -100,7 +100,7 @@ def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
     shape = tuple(shape)
     if tuple(x.shape) == shape:
         return x
-    if host_resident(x):
+    if paddable(x):
         return jax.device_put(np.asarray(x).reshape(shape))
     return x.reshape(shape)
 
@@ -119,7 +119,7 @@ class _Checks:
         if isinstance(x, jax.Array | jax.core.Tracer):
             if not _needs_float(x.dtype):
                 return x
-            if host_resident(x):
+            if paddable(x):
                 return jax.device_put(np.asarray(x).astype(_default_float()))
             return x.astype(_default_float())
         if isinstance(x, str | bytes) or x is None:
@@ -145,7 +145,7 @@ class _Checks:
     def check_finite(x: Any, name: str) -> None:
         if not _Checks.is_concrete(x):
             return
-        if host_resident(x):  # in NumPy: no program per shape
+        if paddable(x):  # in NumPy: no program per shape
             h = np.asarray(x)
             if np.isfinite(h).all():
                 return
@@ -946,7 +946,7 @@ class PredictiveMoments(NamedTuple):
         :func:`~bayescal.regression.pit_normal`, :func:`~bayescal.regression.sharpness`
         and :func:`~bayescal.regression.fit_sigma_scaling`."""
         v = self.variance
-        if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and host_resident(v):
+        if isinstance(v, jax.Array) and not isinstance(v, jax.core.Tracer) and paddable(v):
             return jax.device_put(np.sqrt(np.asarray(v)))  # no program per length
         return jnp.sqrt(v)
 
@@ -1320,7 +1320,7 @@ def loo_pit(
             y_site = _cut_rows(prep.y_site, n)
             u = _weighted_pit(
                 np.asarray(y_site).reshape(-1)
-                if host_resident(y_site)
+                if paddable(y_site)
                 else y_site.reshape(-1),
                 _rows_last(draws, prep.num),
                 log_weights,
@@ -1335,7 +1335,7 @@ def loo_pit(
 
 def _rows_last(draws: jax.Array, num: int) -> Any:
     """``draws [S, *shape]`` as ``[N, S]`` (on the host for host arrays)."""
-    if host_resident(draws):
+    if paddable(draws):
         return np.asarray(draws).reshape(num, -1).T
     return draws.reshape(num, -1).T
 
@@ -1368,7 +1368,7 @@ def _astype(x: Any, dtype: Any) -> Any:
     """``x.astype(dtype)``; in NumPy for host-resident arrays (no program per shape)."""
     if x.dtype == dtype:
         return x
-    if host_resident(x):
+    if paddable(x):
         return jax.device_put(np.asarray(x).astype(dtype))
     return x.astype(dtype)
 
@@ -1385,7 +1385,7 @@ def _cut_rows(x: Any, n: int | None) -> Any:
     lives there (no program per length)."""
     if n is None or x.shape[0] == n:
         return x
-    if host_resident(x):
+    if paddable(x):
         return jax.device_put(np.asarray(x)[:n])
     return x[:n]
 
@@ -1411,7 +1411,7 @@ def _bucket_model(model, samples, split, site, info: _SiteInfo) -> tuple | None:
     rows = [
         j
         for j, a in enumerate(dynamic)
-        if host_resident(a) and a.ndim >= 1 and a.shape[0] == n_obs
+        if paddable(a) and a.ndim >= 1 and a.shape[0] == n_obs
     ]
     if not rows:  # e.g. the number of observations given as an int: not padded
         return None

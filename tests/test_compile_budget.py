@@ -23,6 +23,7 @@ import sys
 import jax
 import pytest
 
+from bayescal._src.backend import rehearsal
 from benchmarks import bench_cold as bc
 from tests.conftest import compilations_during
 
@@ -79,10 +80,16 @@ def test_a_fresh_first_session_compiles_one_program_per_call():
     )
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
-    # 19 calls, 11 programs (the issue's budget is 20 in all): the isotonic fits and
-    # their maps run on the host (no program), each other call compiles one. One spare
-    # for a JAX release that splits a program; a new program per call fails this.
-    assert res["first"]["compiles"] <= 12, res
+    if rehearsal():
+        # The kernel path as an accelerator runs it (the host path off): 19 calls,
+        # 18 programs when measured (jax 0.10, 2026-11-28), at most one per call;
+        # the budget of the issue "One library" is 20.
+        assert res["first"]["compiles"] <= 20, res
+    else:
+        # 19 calls, 11 programs: the isotonic fits and their maps run on the host (no
+        # program), each other call compiles one. One spare for a JAX release that
+        # splits a program; a new program per call fails this.
+        assert res["first"]["compiles"] <= 12, res
     assert res["new_n"]["compiles"] == 0, res
     assert res["again"]["compiles"] == 0, res
 

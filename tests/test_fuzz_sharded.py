@@ -10,7 +10,6 @@ subprocess costs about two minutes of CPU.
 
 import json
 import pathlib
-import subprocess
 import sys
 
 import pytest
@@ -18,24 +17,21 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_fuzz import TABLE  # noqa: E402
 
-#: Seconds for the subprocess that runs every entry on an 8-device mesh (~1 min idle).
-SHARDED_TIMEOUT = 600
+#: Seconds without a line from the subprocess (it prints one as each entry starts and
+#: ends) that end it: a hang, not a slow machine (~1 min in all idle).
+SHARDED_STALL = 180
 
 
 @pytest.fixture(scope="module")
 def sharded_fuzz():
     """Run ``tests/_fuzz_sharded.py`` once; its JSON lines by entry, and its output."""
+    from tests._progress import run
+
     script = pathlib.Path(__file__).with_name("_fuzz_sharded.py")
-    try:
-        proc = subprocess.run(
-            [sys.executable, str(script)], capture_output=True, text=True,
-            timeout=SHARDED_TIMEOUT, cwd=script.parents[1],
-        )
-        output, code = proc.stdout, proc.returncode
-        stderr = proc.stderr
-    except subprocess.TimeoutExpired as err:
-        output = err.stdout.decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
-        stderr, code = "timed out", None
+    proc = run([sys.executable, str(script)], stall=SHARDED_STALL, cwd=script.parents[1])
+    output, code, stderr = proc.stdout, proc.returncode, proc.stderr
+    if proc.stalled_after is not None:
+        stderr = f"no progress for {proc.stalled_after:.0f} s (a hang)\n{stderr[-3000:]}"
     lines = {}
     for line in output.splitlines():
         if line.startswith("{"):

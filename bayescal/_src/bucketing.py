@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .validation import host_resident
+from .validation import paddable
 
 __all__ = [
     "MIN_BUCKET",
@@ -89,8 +89,9 @@ def pad_axis(x, size: int, *, axis: int = -1, fill=None):
     ``fill=None`` repeats the last entry along the axis ("edge" padding): the padded
     array passes every value check the original passes (finite, ranges, labels,
     positivity, order along other axes), so checks need no mask. Otherwise the
-    padding holds ``fill``. Host-resident arrays are padded in NumPy (no
-    compilation) and stay NumPy arrays; others are padded on their device.
+    padding holds ``fill``. :func:`~bayescal._src.validation.paddable` arrays (numpy,
+    or on one device) are padded in NumPy (no compilation) and returned as NumPy
+    arrays; sharded ones are padded on their devices.
     """
     axis = axis % x.ndim
     pad = size - x.shape[axis]
@@ -100,7 +101,7 @@ def pad_axis(x, size: int, *, axis: int = -1, fill=None):
         return x
     widths = [(0, 0)] * x.ndim
     widths[axis] = (0, pad)
-    if host_resident(x):
+    if paddable(x):
         host = np.asarray(x)
         if fill is None:
             return np.pad(host, widths, mode="edge")

@@ -23,16 +23,16 @@ results where that would matter go back to the kernel path.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src import backend as _backend
 from bayescal._src import validation as _v
 from bayescal._src.validation import host_resident, seed_words
 
@@ -49,25 +49,16 @@ _MAX_BINS = 1000
 _REDUCTIONS = ("mean", "sum", "none")
 _NORMS = ("l1", "l2", "max")
 
-_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "bayescal_host_path", default=True
-)
-
-
-@contextlib.contextmanager
-def disabled() -> Iterator[None]:
-    """Within this block every call takes the kernel path (tests, benchmarks)."""
-    token = _ENABLED.set(False)
-    try:
-        yield
-    finally:
-        _ENABLED.reset(token)
+def disabled() -> contextlib.AbstractContextManager[None]:
+    """Within this block every call takes the kernel path (``core.host_path(False)``)."""
+    return _backend.host_path(False)
 
 
 def active() -> bool:
-    """Whether the host path may run: enabled, and JAX computes on the CPU by default."""
+    """Whether the host path may run: enabled (``BAYESCAL_HOST_PATH``,
+    ``core.host_path``, not the rehearsal), and JAX computes on the CPU by default."""
     return (
-        _ENABLED.get()
+        _backend.host_path_enabled()
         and getattr(jax.config, "jax_default_device", None) is None
         and jax.default_backend() == "cpu"
     )

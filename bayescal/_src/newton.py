@@ -552,17 +552,17 @@ def bucketed_fit(
 def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **static: Any):
     """``kernel(params, x, **static)`` for a calibrator's call, compiled once per bucket.
 
-    ``kernel`` maps ``x [N, ...]`` row by row (a :func:`fast_jit` function). A concrete
-    host-resident ``x`` is padded on the host to :func:`bucket_size` rows (repeating
+    ``kernel`` maps ``x [N, ...]`` row by row (a :func:`fast_jit` function). A
+    :func:`~bayescal._src.validation.paddable` ``x`` is padded on the host to :func:`bucket_size` rows (repeating
     the last row) and the result sliced back in NumPy, so a new ``N`` in a bucket
-    compiles nothing; other inputs (traced, on accelerators, 0-d) go through as they are.
+    compiles nothing; other inputs (traced, sharded, 0-d) go through as they are.
     """
     if (
         x.ndim == 0
         or x.shape[0] == 0
         or isinstance(x, jax.core.Tracer)
         or _any_tracer(params)
-        or not _v.host_resident(x)
+        or not _v.paddable(x)
     ):
         return kernel(params, x, **static)
     n = int(x.shape[0])
@@ -570,4 +570,4 @@ def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **stat
     if size == n:
         return kernel(params, x, **static)
     out = kernel(params, jax.device_put(pad_axis(x, size, axis=0)), **static)
-    return jax.device_put(np.asarray(out)[:n])
+    return _v.slice_without_program(out, slice(0, n))

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bayescal._src.backend import cpu_backend
+
 __all__ = [
     "GATHER_MAX_SIZE",
     "column_quantiles",
@@ -82,7 +84,7 @@ def by_platform(*args, cpu, default):
     every branch (only the CPU one is lowered and compiled), and tracing the device
     PAV added 0.3 s to first calls on CPU.
     """
-    if jax.default_backend() == "cpu" and not _ALL_BRANCHES.get():
+    if cpu_backend() and not _ALL_BRANCHES.get():
         return cpu(*args)
     return jax.lax.platform_dependent(*args, cpu=cpu, default=default)
 

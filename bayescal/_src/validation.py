@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -25,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import xla_options
+from .backend import rehearsal
 
 __all__ = [
     "validated",
@@ -207,23 +209,91 @@ def host_resident(x: Any) -> bool:
         devices = x.devices()
     except Exception:  # a deleted or otherwise unusable buffer: let jnp raise
         return False
-    return len(devices) == 1 and next(iter(devices)).platform == "cpu"
+    # In the accelerator rehearsal a JAX array is on the device, as it would be there.
+    return len(devices) == 1 and next(iter(devices)).platform == "cpu" and not rehearsal()
+
+
+def on_one_device(x: Any) -> bool:
+    """Whether ``x`` is a concrete JAX array on one device (any platform)."""
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        return len(x.devices()) == 1 and x.is_fully_addressable
+    except Exception:  # a deleted or otherwise unusable buffer
+        return False
+
+
+def paddable(x: Any) -> bool:
+    """Whether ``x`` can be padded to its bucket (or sliced back) on the host without a
+    program per length: a numpy array, or a concrete JAX array on one device of at
+    most :data:`BUCKET_MAX` values (on a CPU a view; on an accelerator one transfer
+    each way, ~1 ms per 10 MB, where a compilation per length costs ~0.1 s). The
+    same rule on every backend, so the rehearsal and accelerators pad what a CPU
+    pads."""
+    if isinstance(x, np.ndarray):
+        return True
+    return on_one_device(x) and x.size <= BUCKET_MAX
+
+
+def slice_without_program(x: Any, index: Any) -> Any:
+    """``x[index]`` with a static ``index``, compiling nothing.
+
+    An eager slice of a JAX array is a program per shape: a new N of a bucketed
+    call's per-observation result would compile one. A numpy array or a JAX array on
+    one device is sliced on the host instead and put back on its device (a view on a
+    CPU; one transfer each way on an accelerator, ~1 ms per 10 MB, where a
+    compilation costs ~0.1 s). Arrays sharded over several devices are sliced where
+    they are (never gathered).
+    """
+    if isinstance(x, np.ndarray):
+        return jax.device_put(x[index])
+    if not on_one_device(x):
+        return x[index]
+    device = next(iter(x.devices()))
+    host = np.asarray(x)[index]
+    out = jax.device_put(host) if device == jax.devices()[0] else jax.device_put(host, device)
+    _remember_host_copy(out, host)  # its checks, if any, run on the host copy
+    return out
+
+
+# JAX arrays that the conversions below made from NumPy data, with that data (by id,
+# dropped when the array dies): on an accelerator (or in the rehearsal) their checks
+# run on the NumPy data in place, as a CPU checks its own arrays, instead of a flag
+# program compiled for every new shape.
+_HOST_COPIES: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _remember_host_copy(arr: Any, host: np.ndarray) -> None:
+    if host.size > HOST_CHECK_MAX_SIZE or host_resident(arr):
+        return
+    key = id(arr)
+    _HOST_COPIES[key] = (weakref.ref(arr, lambda _, key=key: _HOST_COPIES.pop(key, None)), host)
+
+
+def host_copy(x: Any) -> np.ndarray | None:
+    """``x`` in host memory without a transfer: a numpy array, a CPU JAX array's
+    buffer, or the NumPy data a device array was converted from; else None."""
+    if host_resident(x):
+        return np.asarray(x)  # zero-copy for CPU JAX arrays
+    entry = _HOST_COPIES.get(id(x))
+    return entry[1] if entry is not None and entry[0]() is x else None
 
 
 def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
     """The flags of ``checks`` computed in NumPy, or None where the compiled pass applies.
 
-    Only for concrete arrays in host memory, of NumPy's own dtypes (not bfloat16),
-    HOST_CHECK_MAX_SIZE values at most; equal to ``_flags`` (tests/test_core.py).
+    Only for concrete arrays in host memory (:func:`host_copy`), of NumPy's own dtypes
+    (not bfloat16), HOST_CHECK_MAX_SIZE values at most; equal to ``_flags``
+    (tests/test_core.py).
     """
     arrays = [a for c in checks for a in c.arrays]
-    if (
-        not all(host_resident(a) for a in arrays)
-        or sum(a.size for a in arrays) > HOST_CHECK_MAX_SIZE
-        or any(np.dtype(a.dtype).kind not in "biuf" for a in arrays)
+    if sum(a.size for a in arrays) > HOST_CHECK_MAX_SIZE or any(
+        np.dtype(a.dtype).kind not in "biuf" for a in arrays
     ):
         return None
-    host = [np.asarray(a) for a in arrays]  # zero-copy for CPU JAX arrays
+    host = [host_copy(a) for a in arrays]
+    if any(h is None for h in host):
+        return None
     flags, it = [], iter(host)
     try:
         with np.errstate(all="ignore"):  # inf - inf in a diff is a failed check, not a warning
@@ -358,9 +428,10 @@ def _bucketed(
 ) -> tuple[tuple, dict, int, int] | None:
     """The arguments named in ``names`` padded to the bucket of their common length.
 
-    Only host-resident arrays (padded in NumPy: nothing to compile per length) of one
-    common length ``n`` along their observation axis; anything else (device or sharded
-    arrays, lengths that disagree, which the ordinary path reports): None.
+    Only :func:`paddable` arrays (padded in NumPy: nothing to compile per length) of
+    one common length ``n`` along their observation axis; anything else (sharded or
+    very large device arrays, lengths that disagree, which the ordinary path
+    reports): None.
     """
     from .bucketing import bucket_size, pad_axis  # bucketing imports this module
 
@@ -384,7 +455,7 @@ def _bucketed(
                 return None
         if value is None or not hasattr(value, "ndim") or value.ndim == 0:
             continue  # absent, or a scalar that broadcasts
-        if not host_resident(value):
+        if not paddable(value):
             return None
         found.append((where, value, axis))
     if not found:
@@ -483,9 +554,7 @@ def _unpad(out: Any, n: int, size: int, axis: int) -> Any:
             return x
         index = [slice(None)] * x.ndim
         index[axis] = slice(0, n)
-        if host_resident(x):
-            return jax.device_put(np.asarray(x)[tuple(index)])
-        return x[tuple(index)]
+        return slice_without_program(x, tuple(index))
 
     return jax.tree_util.tree_map(leaf, out)
 
@@ -727,6 +796,10 @@ def validated(
                         )
                     except Exception:  # e.g. an option that needs concrete values
                         ok = False  # the ordinary path gives the result or the error
+                    if isinstance(ok, jax.core.Tracer):
+                        # concrete inputs inside another function's trace (a fit on
+                        # constants under jit): the ordinary path folds the checks
+                        ok = False
                     if bool(ok):  # the one host sync
                         axis = (
                             per_observation(kwargs)
@@ -910,6 +983,7 @@ def as_float_array(x: Any, name: str) -> jax.Array:
             )
         # device_put moves a large numpy array 2-4x faster than jnp.asarray on CPU.
         arr = jax.device_put(np_arr) if np_arr.ndim else jnp.asarray(np_arr)
+        _remember_host_copy(arr, np_arr)
     if jnp.issubdtype(arr.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real; got complex dtype {arr.dtype}.")
     if not jnp.issubdtype(arr.dtype, jnp.floating):
@@ -1158,7 +1232,9 @@ def check_class_labels(
     if isinstance(arr, np.ndarray):
         # converted on the host: jnp.asarray of a NumPy array compiles a program for
         # every shape (JAX 0.10), device_put none
-        labels = jax.device_put(arr.astype(np.int32, copy=False))
+        host = arr.astype(np.int32, copy=False)
+        labels = jax.device_put(host)
+        _remember_host_copy(labels, host)
     else:
         labels = jnp.asarray(arr).astype(jnp.int32)
     record("class_range", name, labels, params=(int(num_classes),), what=what)

@@ -31,6 +31,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from bayescal._src.backend import cpu_backend
+
 __all__ = [
     "COMPILER_OPTIONS",
     "QUICK_COMPILE_MAX_SIZE",
@@ -58,7 +60,7 @@ def compiler_options(
     (XLA's defaults: the scatter loops of the smooth ECE and of isotonic one-vs-rest
     ran 1.6-3x slower at N = 1e6 with the older emitters).
     """
-    if jax.default_backend() != "cpu":
+    if not cpu_backend():
         return {}
     from bayescal._src.sorting import several_devices
 

@@ -366,7 +366,7 @@ class IsotonicCalibrator:
         """The same map with host-resident knots padded to their bucket (the last knot
         repeated): calibrators fitted on sizes in one bucket share their programs."""
         knots = (self.thresholds, self.values)
-        if not all(_v.host_resident(k) and k.ndim == 1 for k in knots):
+        if not all(_v.paddable(k) and k.ndim == 1 for k in knots):
             return self
         size = bucket_size(self.thresholds.shape[0])
         return IsotonicCalibrator(*(pad_axis(k, size) for k in knots))
@@ -1220,7 +1220,7 @@ def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
 
 
     def cut(k: jax.Array) -> jax.Array:
-        return jax.device_put(np.asarray(k)[:n]) if _v.host_resident(k) else k[:n]
+        return _v.slice_without_program(k, slice(0, n))
 
     cals = []
     for c in out.calibrators:
@@ -1290,10 +1290,11 @@ def _fit_ovr_loop(fit, y_true, probs, weights, options):
         options = dict(options, weights=weights)
     num_classes = p.shape[1]
     xp = jnp
-    if _v.host_resident(y) and _v.host_resident(p):
+    host_y, host_p = _v.host_copy(y), _v.host_copy(p)
+    if host_y is not None and host_p is not None:
         # the classes' labels and columns cut on the host: no program for each N (the
         # binary fits pad them to their buckets)
-        xp, y, p = np, np.asarray(y), np.asarray(p)
+        xp, y, p = np, host_y, host_p
     counts = xp.sum(y[:, None] == xp.arange(num_classes), axis=0)
     # One host sync of C counts (never the data): a class without examples gets a
     # calibrator fitted to all-0 labels, i.e. one that maps every score to 0.
@@ -1376,7 +1377,7 @@ class TopLabelCalibrator:
             c._bucketed() if isinstance(c, IsotonicCalibrator) else c for c in self.calibrators
         )
         both = newton.apply_bucketed(_top_label_apply, cals, p)  # [N, 2]
-        if _v.is_concrete(both) and _v.host_resident(both):
+        if _v.is_concrete(both) and _v.on_one_device(both):
             # split on the host: slicing on the device compiles a program per N
             b = np.asarray(both)
             return TopLabelPrediction(
@@ -1466,9 +1467,10 @@ def fit_top_label(
         options = {"bins": 10, "strategy": "quantile", **options}
     y, p = _ovr_inputs(y_true, probs)
     num_classes = p.shape[1]
-    xp = np if (_v.host_resident(y) and _v.host_resident(p)) else jnp
+    host_y, host_p = _v.host_copy(y), _v.host_copy(p)
+    xp = np if (host_y is not None and host_p is not None) else jnp
     if xp is np:
-        y, p = np.asarray(y), np.asarray(p)
+        y, p = host_y, host_p
     label = xp.argmax(p, axis=1)
     confidence = xp.max(p, axis=1)
     correct = (label == y).astype(p.dtype)

@@ -85,7 +85,7 @@ def _model_functions(fit_predict: Any) -> tuple[Callable, Callable] | None:
 def _average(probs: list) -> jax.Array:
     """The mean of the folds' calibrated probabilities (on the host when they are
     there: no program per length)."""
-    if all(_v.host_resident(q) for q in probs):
+    if all(_v.paddable(q) for q in probs):
         return jax.device_put(np.mean(np.stack([np.asarray(q) for q in probs]), axis=0))
     return jnp.mean(jnp.stack(probs), axis=0)
 

@@ -216,7 +216,7 @@ class VennAbersCalibrator:
 
     def _bucketed(self) -> VennAbersCalibrator:
         fields = (self.thresholds, self.p0_table, self.p1_table)
-        if not all(_v.host_resident(k) and k.ndim == 1 for k in fields):
+        if not all(_v.paddable(k) and k.ndim == 1 for k in fields):
             return self
         size = bucket_size(self.thresholds.shape[0] - 1) + 1
         return VennAbersCalibrator(*(pad_axis(k, size) for k in fields))
@@ -408,7 +408,7 @@ class CrossVennAbersCalibrator:
 
     def _bucketed(self) -> CrossVennAbersCalibrator:
         fields = (self.thresholds, self.p0_table, self.p1_table)
-        if not all(_v.host_resident(k) and k.ndim == 2 for k in fields):
+        if not all(_v.paddable(k) and k.ndim == 2 for k in fields):
             return self
         size = bucket_size(self.thresholds.shape[-1] - 1) + 1
         return CrossVennAbersCalibrator(*(pad_axis(k, size) for k in fields))
@@ -622,7 +622,7 @@ class CenteredIsotonicCalibrator:
 
     def _bucketed(self) -> CenteredIsotonicCalibrator:
         knots = (self.thresholds, self.values)
-        if not all(_v.host_resident(k) and k.ndim == 1 for k in knots):
+        if not all(_v.paddable(k) and k.ndim == 1 for k in knots):
             return self
         size = bucket_size(self.thresholds.shape[0])
         return CenteredIsotonicCalibrator(*(pad_axis(k, size) for k in knots))

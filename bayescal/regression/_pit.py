@@ -13,6 +13,7 @@ from jax.typing import ArrayLike
 
 from bayescal._src import host as _host
 from bayescal._src import validation as _v
+from bayescal._src.backend import cpu_backend
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.resampling import check_key
 
@@ -222,7 +223,7 @@ def _count_host_blocks(y: np.ndarray, d: np.ndarray, strict: bool):
 
 
 def _count_numpy_chunks(y, d: np.ndarray, strict: bool):
-    if jax.default_backend() == "cpu" and _v.is_concrete(y):
+    if cpu_backend() and _v.is_concrete(y):
         return _count_host_blocks(np.asarray(y), d, strict)
     rows = max(1, _NUMPY_CHUNK_BYTES // max(1, d.shape[1] * d.itemsize))
     rows = 1 << (rows.bit_length() - 1)  # a power of two: few distinct block shapes
@@ -355,12 +356,12 @@ def _bucketed_cdf(cdf: Callable[[jax.Array], ArrayLike], y: jax.Array) -> jax.Ar
     The callable is user code, often eager ``jnp`` operations that compile once per
     input shape: evaluated on the bucket's length (the last observation repeated,
     valid for an elementwise CDF), a new ``N`` in a used bucket compiles nothing.
-    Only for 1-D host-resident ``y``; a callable that cannot take the padded input
+    Only for 1-D ``y`` that is ``validation.paddable``; a callable that cannot take the padded input
     (e.g. a batched distribution with ``N`` parameters) raises or returns another
     shape, and is then called on ``y`` itself (None here).
     """
     n = y.shape[0] if y.ndim == 1 else 0
-    if not (0 < n <= _v.BUCKET_MAX and _v.host_resident(y)) or bucket_size(n) == n:
+    if not (0 < n <= _v.BUCKET_MAX and _v.paddable(y)):
         return None
     size = bucket_size(n)
     padded = jax.device_put(pad_axis(np.asarray(y), size))
@@ -372,9 +373,7 @@ def _bucketed_cdf(cdf: Callable[[jax.Array], ArrayLike], y: jax.Array) -> jax.Ar
         return None
     if tuple(u.shape) != (size,) or not _v.is_concrete(u):
         return None
-    if _v.host_resident(u):
-        return jax.device_put(np.asarray(u)[:n])  # sliced on the host: no program
-    return u[:n]
+    return _v.slice_without_program(u, slice(0, n))
 
 
 #: Compiled CDF programs by the text of the callable's jaxpr (most recent last).

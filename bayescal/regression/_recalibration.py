@@ -86,7 +86,7 @@ class IsotonicLevelCalibrator:
 def _bucketed_knots(xp: jax.Array, fp: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Knots in host memory padded to their bucket by repeating the last knot, (1, 1):
     the map is unchanged and one program serves calibrators of many sizes."""
-    if not (_v.host_resident(xp) and _v.host_resident(fp) and xp.ndim == 1):
+    if not (_v.paddable(xp) and _v.paddable(fp) and xp.ndim == 1):
         return xp, fp
     size = bucket_size(xp.shape[0])
     return pad_axis(xp, size), pad_axis(fp, size)
@@ -497,7 +497,7 @@ def _recalibrated(
     if lv.ndim == 0:
         lv = (
             lv.reshape(1)
-            if not _v.host_resident(lv)
+            if not _v.paddable(lv)
             else jax.device_put(np.asarray(lv)[None])
         )
     _v.check_levels(lv, "levels", strict=False)
