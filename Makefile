@@ -37,31 +37,36 @@ TIER := -m "not docs"
 #   (scatter/compare variants, compensated sums behind lax.optimization_barrier),
 #   the accumulators, sharding and multi-host, core;
 # - the fuzz harness (the only test of pandas Series / xarray DataArray inputs).
-# Left out: the tests of the metrics', calibrators' and bands' mathematics against
-# fixed references (test_classification_*, test_regression_*, test_smooth_ece,
-# test_resampling, test_conditional, test_conformal, test_pit_quantiles_tails, and
-# RecalibratedDistribution's moments and density against numerical quadrature) and the
-# other doctests. They call the same jax/numpy/scipy functions the contract matrix
-# calls, and `make test` runs them on every change (CI in x64 too).
+# The list names the files (an include list, so that a new test file runs in `make
+# test` only until it is put here for a reason). Left out: the tests of the metrics',
+# calibrators', bands' and tests' mathematics against fixed references
+# (test_classification_*, test_regression_*, test_smooth_ece, test_resampling,
+# test_conditional, test_conformal, test_pit_quantiles_tails, test_bbq, test_venn,
+# test_spline, test_top_label, test_multiclass_scaling, test_scaling_binning,
+# test_kernel_calibration*, test_select_*, test_fit_weights, test_first_call_fits, and
+# RecalibratedDistribution's moments and density against numerical quadrature), the
+# NumPy twins against the kernels (test_host_path) and the path switches
+# (test_backend), the benchmarks' own tests and the other doctests. They call the same
+# jax/numpy/scipy functions the contract matrix calls, and `make test` runs them on
+# every change (CI in x64 too).
 # Also left out: the bucketing and compile-budget tests (tests/test_bucketing*.py,
 # test_compile_budget.py). They count compilations and compare padded with unpadded
-# calls on the JAX of `make test`; the padding's conditions (prefix-stable random draws,
-# symbolic shapes for NumPyro models) are those of JAX >= 0.5, and on jax 0.4.38 some
-# keyed cases do not hold yet (open in the issue "First result fast").
+# calls on the JAX of `make test`, in the accelerator rehearsal; the padding's
+# conditions (prefix-stable random draws, symbolic shapes for NumPyro models) are those
+# of JAX >= 0.5, and on jax 0.4.38 some keyed cases do not hold.
 # And the sharded fuzz harness (test_fuzz_sharded.py, ~2 minutes of CPU): the tiers run
 # every public function on a mesh already (test_sharded_*.py). And the bit-for-bit
 # quantile edges (test_quantile_edges.py): on jax 0.4.38 the XLA path under jit with a
 # static count is an ulp off numpy in float32 (its XLA fuses the interpolation); the
 # CPU path users get there (NumPy's own np.quantile) is exact, and `make test` holds
 # every path on the JAX it installs.
-TIER_SKIP := classification_metrics classification_calibrators classification_core \
-	classification_errors classification_properties classification_uncertainty \
-	regression_metrics regression_recalibration regression_pit regression_scores \
-	smooth_ece resampling conditional conformal pit_quantiles_tails \
-	bucketing bucketing_regression bucketing_uncertainty bucketing_classification \
-	compile_budget fuzz_sharded quantile_edges
-TIER_TESTS := tests bayescal/arviz.py bayescal/numpyro.py \
-	$(foreach t,$(TIER_SKIP),--ignore=tests/test_$(t).py) \
+TIER_FILES := arviz loo numpyro recalibrated_distribution \
+	cli cli_hardening cli_inputs cli_loo cli_netcdf cli_output cli_report \
+	cli_report_browser demo calibrator_io datasets plot compilation_cache \
+	contract fits_jax calibrators_traced kernels pallas accumulators core \
+	isotonic_device device_quantiles bad_input_classes \
+	sharding sharded_inputs sharded_public sharded_workflows multihost fuzz
+TIER_TESTS := $(foreach t,$(TIER_FILES),tests/test_$(t).py) bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
 
@@ -204,21 +209,11 @@ test-py312: $(VENV312)/.installed
 	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS) $(PY312_SKIP)
 
 # The minimum tier also leaves out what needs JAX >= 0.5: Pallas' Triton primitives
-# (test_pallas.py, and bench_gpu's interpret run; on jax 0.4.38 the histogram kernels
+# (test_pallas.py; on jax 0.4.38 the histogram kernels
 # fall back to XLA's, which the rest of the tier runs) and the CUDA lowering from a
-# CPU-only process (jax 0.4.38 kept the host branch in some CUDA programs). And, for
-# the reasons TIER_SKIP gives for whole files: the compilation counts of the selection
-# functions (their fold program's keyed draws), and scaling-binning's bins of values
-# equal to an edge and fit_bbq's kernel against its NumPy twin (the XLA quantile edges
-# an ulp off numpy under jit on jax 0.4.38; the twin computes numpy's).
+# CPU-only process (jax 0.4.38 kept the host branch in some CUDA programs).
 MIN_SKIP := --ignore=tests/test_pallas.py \
-	--deselect=tests/test_bench_gpu.py::test_interpret_run_writes_the_table \
-	--deselect=tests/test_device_quantiles.py::test_public_functions_lowered_for_cuda_have_no_host_callback \
-	--deselect=tests/test_select_calibrator.py::test_a_new_n_in_the_bucket_compiles_nothing_with_an_isotonic_winner \
-	--deselect=tests/test_select_calibrator.py::test_a_first_call_compiles_at_most_the_fold_program \
-	--deselect=tests/test_select_recalibrator.py::test_a_new_n_compiles_nothing \
-	--deselect=tests/test_scaling_binning.py::test_repeated_scaled_values_give_empty_bins_no_value_reaches \
-	--deselect=tests/test_host_path.py::test_fit_bbq_and_its_map_equal_kernel
+	--deselect=tests/test_device_quantiles.py::test_public_functions_lowered_for_cuda_have_no_host_callback
 
 test-min: $(VENVMIN)/.installed
 	$(VENVMIN)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier minimum: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'

@@ -83,6 +83,13 @@ def host_path(enabled: bool = True) -> Iterator[None]:
     the host path off to time or test them on a CPU. Results agree to float rounding
     (counts and bins exactly). Thread- and asyncio-safe (a context variable).
 
+    Parameters
+    ----------
+    enabled : bool, default True
+        True: the NumPy host path answers small concrete inputs on a CPU; False: every
+        call runs the compiled kernels. The accelerator rehearsal
+        (``BAYESCAL_REHEARSAL=1``) keeps it off either way.
+
     Examples
     --------
     >>> import numpy as np

@@ -286,13 +286,12 @@ def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
     (not bfloat16), HOST_CHECK_MAX_SIZE values at most; equal to ``_flags``
     (tests/test_core.py).
     """
-    arrays = [a for c in checks for a in c.arrays]
-    if sum(a.size for a in arrays) > HOST_CHECK_MAX_SIZE or any(
-        np.dtype(a.dtype).kind not in "biuf" for a in arrays
+    host = [host_copy(a) for c in checks for a in c.arrays]
+    if (
+        any(h is None for h in host)
+        or sum(h.size for h in host) > HOST_CHECK_MAX_SIZE
+        or any(h.dtype.kind not in "biuf" for h in host)
     ):
-        return None
-    host = [host_copy(a) for a in arrays]
-    if any(h is None for h in host):
         return None
     flags, it = [], iter(host)
     try:
