@@ -18,12 +18,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantiles
 from bayescal._src.bucketing import bucket_size
+from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
+from bayescal.classification import _host
 from bayescal.classification._calibrators import _scores
 from bayescal.classification._inputs import binary_inputs
 
@@ -171,7 +172,7 @@ class BBQCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _bbq_map(self.edges, self.values, self.weights, p, estimate=self.estimate)
 
-    @_host.first(_host.bbq_apply)
+    @host_first(_host.bbq_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities: the model average of the bin estimates."""
@@ -202,7 +203,7 @@ def _check_options(n_prime: Any, c: Any, estimate: Any) -> tuple[float, float, s
     return n_prime, c, estimate
 
 
-@_host.first(_host.fit_bbq)
+@host_first(_host.fit_bbq)
 def fit_bbq(
     y_true: Any,
     y_prob: Any,

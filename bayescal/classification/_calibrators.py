@@ -21,17 +21,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantile_edges
 from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import first as host_first
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal.classification import _host
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
@@ -218,7 +219,7 @@ class PlattCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _platt_map(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
 
-    @_host.first(_host.platt_apply)
+    @host_first(_host.platt_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
@@ -228,7 +229,7 @@ class PlattCalibrator:
         )
 
 
-@_host.first(_host.fit_platt)
+@host_first(_host.fit_platt)
 def fit_platt(
     y_true: Any,
     y_score: Any,
@@ -371,7 +372,7 @@ class IsotonicCalibrator:
         size = bucket_size(self.thresholds.shape[0])
         return IsotonicCalibrator(*(pad_axis(k, size) for k in knots))
 
-    @_host.first(_host.isotonic_apply)
+    @host_first(_host.isotonic_apply)
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between thresholds; constant outside their range."""
         cal = self._bucketed()
@@ -384,7 +385,7 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
     return _isotonic_apply(thresholds, values, s)
 
 
-@_host.first(_host.fit_isotonic)
+@host_first(_host.fit_isotonic)
 @_v.validated(
     fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
 )
@@ -548,7 +549,7 @@ class HistogramBinningCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _histogram_apply(self.edges, self.values, p)
 
-    @_host.first(_host.histogram_apply)
+    @host_first(_host.histogram_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
@@ -557,7 +558,7 @@ class HistogramBinningCalibrator:
         return newton.apply_bucketed(_histogram_apply_bucketed, knots, p)
 
 
-@_host.first(_host.fit_histogram_binning)
+@host_first(_host.fit_histogram_binning)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_prob": 0, "weights": 0},
@@ -653,7 +654,7 @@ class BetaCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
 
-    @_host.first(_host.beta_apply)
+    @host_first(_host.beta_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
@@ -661,7 +662,7 @@ class BetaCalibrator:
         return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
-@_host.first(_host.fit_beta)
+@host_first(_host.fit_beta)
 def fit_beta(
     y_true: Any, y_prob: Any, *, eps: float | None = None, weights: Any = None
 ) -> BetaCalibrator:
@@ -777,7 +778,7 @@ class TemperatureCalibrator:
         _v.check_finite(z, "logits")
         return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
 
-    @_host.first(_host.temperature_apply)
+    @host_first(_host.temperature_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
@@ -831,7 +832,7 @@ def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
     return res.x[0], g0, all_correct, res.converged
 
 
-@_host.first(_host.fit_temperature)
+@host_first(_host.fit_temperature)
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> TemperatureCalibrator:
     r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
 

@@ -31,10 +31,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
+from bayescal._src.host import first as host_first
+from bayescal.classification import _host
 from bayescal.classification._inputs import binary_inputs, multiclass_compiler_options
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
@@ -306,7 +307,7 @@ def _kce(y_true, y_prob, *, estimator, bandwidth):
     return _error_kernel(p, r, w, bandwidth, estimator=estimator, binary=binary)
 
 
-@_host.first(_host.kernel_calibration_error_classification)
+@host_first(_host.kernel_calibration_error_classification)
 def kernel_calibration_error(
     y_true: Any,
     y_prob: Any,
@@ -456,7 +457,7 @@ def _classes(y_prob: Any) -> int | None:
     return 0 if len(shape) == 1 else int(shape[1])
 
 
-@_host.first(_host.kernel_calibration_test_classification)
+@host_first(_host.kernel_calibration_test_classification)
 def kernel_calibration_test(
     y_true: Any,
     y_prob: Any,

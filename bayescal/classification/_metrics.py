@@ -10,7 +10,6 @@ import jax.numpy as jnp
 from jax.scipy.special import xlog1py, xlogy
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.binned import (
     bin_midpoints,
@@ -21,11 +20,13 @@ from bayescal._src.binned import (
 )
 from bayescal._src.binning import bin_index, bin_sums_from_edges, pallas_on_gpu
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.host import first as host_first
 from bayescal._src.options import NORMS, BinStrategy, KeyLike, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal.classification import _host
 from bayescal.classification._inputs import (
     Bins,
     binary_inputs,
@@ -215,7 +216,7 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
-@_host.first(_host.reliability_curve)
+@host_first(_host.reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def reliability_curve(
     y_true: ArrayLike,
@@ -306,7 +307,7 @@ def reliability_curve(
     return (curve, edges) if return_edges else curve
 
 
-@_host.first(_host.expected_calibration_error)
+@host_first(_host.expected_calibration_error)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def expected_calibration_error(
     y_true: ArrayLike,
@@ -455,7 +456,7 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
-@_host.first(_host.brier_score)
+@host_first(_host.brier_score)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def brier_score(
     y_true: ArrayLike,
@@ -509,7 +510,7 @@ def brier_score(
     return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
-@_host.first(_host.log_loss)
+@host_first(_host.log_loss)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def log_loss(
     y_true: ArrayLike,

@@ -26,10 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
+from bayescal.classification import _host
 from bayescal.classification._inputs import check_eps, multiclass_inputs
 
 __all__ = [
@@ -267,7 +268,7 @@ class VectorScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
-    @_host.first(_host.vector_scaling_apply)
+    @host_first(_host.vector_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -277,7 +278,7 @@ class VectorScalingCalibrator:
         return newton.apply_bucketed(_vector_apply, (self.coef, self.intercept), z)
 
 
-@_host.first(_host.fit_vector_scaling)
+@host_first(_host.fit_vector_scaling)
 def fit_vector_scaling(
     y_true: Any, logits: Any, *, weights: Any = None
 ) -> VectorScalingCalibrator:
@@ -411,7 +412,7 @@ class MatrixScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
-    @_host.first(_host.matrix_scaling_apply)
+    @host_first(_host.matrix_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -421,7 +422,7 @@ class MatrixScalingCalibrator:
         return newton.apply_bucketed(_matrix_apply, (self.coef, self.intercept), z)
 
 
-@_host.first(_host.fit_matrix_scaling)
+@host_first(_host.fit_matrix_scaling)
 def fit_matrix_scaling(
     y_true: Any,
     logits: Any,
@@ -537,7 +538,7 @@ class DirichletCalibrator:
     intercept: jax.Array
     eps: float | None = None
 
-    @_host.first(_host.dirichlet_apply)
+    @host_first(_host.dirichlet_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, probs: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -566,7 +567,7 @@ def _no_zero(p: jax.Array, eps: float | None) -> None:
     )
 
 
-@_host.first(_host.fit_dirichlet)
+@host_first(_host.fit_dirichlet)
 def fit_dirichlet(
     y_true: Any,
     probs: Any,

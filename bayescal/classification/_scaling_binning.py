@@ -15,10 +15,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
+from bayescal.classification import _host
 from bayescal.classification._calibrators import (
     _logistic_fit,
     _logit,
@@ -81,7 +82,7 @@ class ScalingBinningCalibrator:
         )
 
     @_v.validated  # checks fold into NaN under jit/vmap
-    @_host.first(_host.scaling_binning_apply)
+    @host_first(_host.scaling_binning_apply)
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities: one of the ``B`` bin values per input."""
         p = _scores(y_prob, "y_prob", probabilities=True)
@@ -137,7 +138,7 @@ class ScalingBinningCalibrator:
         return expected_calibration_error(y_true, q, bins=edges, norm="l2", debias=debias)
 
 
-@_host.first(_host.fit_scaling_binning)
+@host_first(_host.fit_scaling_binning)
 def fit_scaling_binning(
     y_true: Any,
     y_prob: Any,

@@ -10,13 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import xlog1py, xlogy
 
-from bayescal._src import host as _host
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.isotonic import _host_pav
 from bayescal._src.resampling import check_key
 from bayescal._src.ties import pool_ties
+from bayescal.classification import _host
 from bayescal.classification._bbq import fit_bbq
 from bayescal.classification._calibrators import (
     BetaCalibrator,

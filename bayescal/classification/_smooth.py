@@ -31,13 +31,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.bands import cell_draws
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.host import active as host_active
+from bayescal._src.host import first as host_first
 from bayescal._src.resampling import as_key, check_level
 from bayescal._src.sorting import column_quantiles, gather_all
+from bayescal.classification import _host
 from bayescal.classification._inputs import binary_inputs, quick_compiler_options
 
 __all__ = [
@@ -275,7 +277,7 @@ def _resolve(y, p, w, bandwidth) -> tuple[_Bandwidth, jax.Array | None]:
 _BUCKET = {"y_true": 0, "y_prob": 0}
 
 
-@_host.first(_host.smooth_calibration_error)
+@host_first(_host.smooth_calibration_error)
 def smooth_calibration_error(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -383,7 +385,7 @@ def _mesh_size(num_points: Any, sigma: Any) -> int:
     return _grid_sizes(float(sigma))[1]
 
 
-@_host.first(_host.smooth_reliability_curve)
+@host_first(_host.smooth_reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def smooth_reliability_curve(
     y_true: ArrayLike,
@@ -504,7 +506,7 @@ def _pointwise_quantiles(
     return out[0], out[1]
 
 
-@_host.first(_host.smooth_reliability_band)
+@host_first(_host.smooth_reliability_band)
 def smooth_reliability_band(
     key: Any,
     y_true: ArrayLike,
@@ -567,7 +569,7 @@ def smooth_reliability_band(
         # then the band at that bandwidth with its grid known before compiling: one
         # convolution size and no search in the resampling program (0.87 s -> see
         # docs/benchmarks.md for the first call; equal to float precision).
-        found = _host.smooth_fixed_point(y_true, y_prob) if _host.active() else None
+        found = _host.smooth_fixed_point(y_true, y_prob) if host_active() else None
         if found is None:  # (on the host: no program for the search)
             found = _smooth_calibration_error(y_true, y_prob, bandwidth=None)
         found = found[1]

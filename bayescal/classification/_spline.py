@@ -15,11 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantile_edges
+from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
+from bayescal.classification import _host
 from bayescal.classification._calibrators import (
     _logit,
     _no_infinite_logits,
@@ -93,7 +94,7 @@ class SplineCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _spline_map(self.knots, self.coef, p, eps=self.eps)
 
-    @_host.first(_host.spline_apply)
+    @host_first(_host.spline_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (shape kept)."""
@@ -104,7 +105,7 @@ class SplineCalibrator:
         )
 
 
-@_host.first(_host.fit_spline)
+@host_first(_host.fit_spline)
 def fit_spline(
     y_true: Any,
     y_prob: Any,

@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erfc, gammaincc
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
+from bayescal._src.host import first as host_first
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal.classification import _host
 from bayescal.classification._calibrators import _logistic_fit, _logit, _no_infinite_logits
 from bayescal.classification._inputs import (
     binary_inputs,
@@ -99,7 +100,7 @@ def _calibration_slope(y_true, y_prob, weights, *, eps):
     return _slope_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype), eps=eps)
 
 
-@_host.first(_host.calibration_slope_intercept)
+@host_first(_host.calibration_slope_intercept)
 def calibration_slope_intercept(
     y_true: Any, y_prob: Any, *, weights: Any = None, eps: float | None = None
 ) -> CalibrationSlope:
@@ -193,7 +194,7 @@ def _spiegelhalter_kernel(y, p, w):
     return SpiegelhalterTest(z, erfc(jnp.abs(z) / jnp.sqrt(2.0).astype(p.dtype)))
 
 
-@_host.first(_host.spiegelhalter_z)
+@host_first(_host.spiegelhalter_z)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> SpiegelhalterTest:
     r"""Spiegelhalter's z test of calibration.
@@ -298,7 +299,7 @@ def _hl_kernel(y, p, mask, w, *, num_bins, dof):
     return HosmerLemeshowTest(stat, jnp.asarray(dof, jnp.int32), p_value)
 
 
-@_host.first(_host.hosmer_lemeshow)
+@host_first(_host.hosmer_lemeshow)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def hosmer_lemeshow(
     y_true: Any,

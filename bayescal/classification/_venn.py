@@ -17,13 +17,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import gather_all, mesh_safe_callback
 from bayescal._src.ties import isotonic_fit, pool_ties
+from bayescal.classification import _host
 from bayescal.classification._calibrators import (
     _isotonic_apply,
     _scores,
@@ -221,13 +222,13 @@ class VennAbersCalibrator:
         size = bucket_size(self.thresholds.shape[0] - 1) + 1
         return VennAbersCalibrator(*(pad_axis(k, size) for k in fields))
 
-    @_host.first(_host.venn_abers_apply)
+    @host_first(_host.venn_abers_apply)
     def __call__(self, y_score: Any) -> tuple[jax.Array, jax.Array]:
         """The multiprobability pair ``(p0, p1)`` of each score, ``p0 <= p1``."""
         cal = self._bucketed()
         return _apply_venn_abers(cal.thresholds, cal.p0_table, cal.p1_table, y_score)
 
-    @_host.first(_host.venn_abers_probability)
+    @host_first(_host.venn_abers_probability)
     def probability(self, y_score: Any) -> jax.Array:
         """Merged probability ``p1 / (1 - p0 + p1)``, strictly inside (0, 1).
 
@@ -248,7 +249,7 @@ class VennAbersCalibrator:
             cal.thresholds, cal.p0_table, cal.p1_table, y_score, output="probability"
         )
 
-    @_host.first(_host.venn_abers_interval)
+    @host_first(_host.venn_abers_interval)
     def interval(self, y_score: Any) -> jax.Array:
         """``[p0, p1]`` stacked on a last axis of size 2 (the probability interval).
 
@@ -288,7 +289,7 @@ def _apply_venn_abers(thresholds, p0_table, p1_table, y_score: Any, output: str 
     return p0, p1
 
 
-@_host.first(_host.fit_venn_abers)
+@host_first(_host.fit_venn_abers)
 @_v.validated(
     fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=(0, 1)
 )
@@ -432,7 +433,7 @@ class CrossVennAbersCalibrator:
         """
         return VennAbersCalibrator(self.thresholds[k], self.p0_table[k], self.p1_table[k])
 
-    @_host.first(_host.cross_venn_abers_apply)
+    @host_first(_host.cross_venn_abers_apply)
     def __call__(self, y_score: Any) -> tuple[jax.Array, jax.Array]:
         """The folds' pairs ``(p0, p1)``, each of shape [M, K], for scores [M, K].
 
@@ -443,7 +444,7 @@ class CrossVennAbersCalibrator:
         cal = self._bucketed()
         return _apply_cross_venn_abers(cal.thresholds, cal.p0_table, cal.p1_table, y_score)
 
-    @_host.first(_host.cross_venn_abers_probability)
+    @host_first(_host.cross_venn_abers_probability)
     def probability(self, y_score: Any) -> jax.Array:
         """Merged probability ``GM(p1) / (GM(1 - p0) + GM(p1))`` over the folds.
 
@@ -464,7 +465,7 @@ class CrossVennAbersCalibrator:
             cal.thresholds, cal.p0_table, cal.p1_table, y_score, output="probability"
         )
 
-    @_host.first(_host.cross_venn_abers_interval)
+    @host_first(_host.cross_venn_abers_interval)
     def interval(self, y_score: Any) -> jax.Array:
         """``[min_k p0, max_k p1]`` stacked on a last axis of size 2.
 
@@ -539,7 +540,7 @@ def _fit_cross(y_true, y_score, fold_ids, num_folds, weights=None):
     return CrossVennAbersCalibrator(*out)
 
 
-@_host.first(_host.fit_cross_venn_abers)
+@host_first(_host.fit_cross_venn_abers)
 def fit_cross_venn_abers(
     y_true: Any, y_score: Any, folds: Any, *, weights: Any = None
 ) -> CrossVennAbersCalibrator:
@@ -627,7 +628,7 @@ class CenteredIsotonicCalibrator:
         size = bucket_size(self.thresholds.shape[0])
         return CenteredIsotonicCalibrator(*(pad_axis(k, size) for k in knots))
 
-    @_host.first(_host.isotonic_apply)  # the same interpolation as isotonic's
+    @host_first(_host.isotonic_apply)  # the same interpolation as isotonic's
     def __call__(self, y_score: Any) -> jax.Array:
         """Linear interpolation between the centers; constant outside their range."""
         cal = self._bucketed()
@@ -669,7 +670,7 @@ def _centered_kernel(s, y, w):
     return _centers_1d(fit.thresholds, fit.values, fit.weight, fit.num_thresholds)
 
 
-@_host.first(_host.fit_centered_isotonic)
+@host_first(_host.fit_centered_isotonic)
 @_v.validated(
     fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
 )

@@ -26,13 +26,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
+from bayescal._src.host import first as host_first
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import sort_last_axis
 from bayescal._src.ties import argsort_last_axis
+from bayescal.regression import _host
 
 __all__ = [
     "ConformalCalibrator",
@@ -138,7 +139,7 @@ class ConformalCalibrator:
         """The nominal coverage it was fitted for, ``1 - alpha``."""
         return coverage_and_alpha(None, self.alpha)[0]
 
-    @_host.first(_host.conformal_interval)
+    @host_first(_host.conformal_interval)
     def __call__(
         self, loc: ArrayLike, scale: ArrayLike | None = None
     ) -> tuple[jax.Array, jax.Array]:
@@ -177,7 +178,7 @@ class ConformalizedQuantileCalibrator:
         """The nominal coverage it was fitted for, ``1 - alpha``."""
         return coverage_and_alpha(None, self.alpha)[0]
 
-    @_host.first(_host.cqr_interval)
+    @host_first(_host.cqr_interval)
     def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
         """The conformalized interval for new predicted lower / upper quantiles."""
         return _cqr_interval(self.quantile, lower, upper)
@@ -294,7 +295,7 @@ def fit_conformal(
     return _fit_conformal_alpha(y_true, loc, scale, alpha=a, weights=weights)
 
 
-@_host.first(_host.fit_conformal)
+@host_first(_host.fit_conformal)
 def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha, weights=None):
     """:func:`fit_conformal` for a resolved ``alpha`` (the host path tried first)."""
     # Shapes, alpha and the rank here (n is known); the values and the scores in one
@@ -398,7 +399,7 @@ def fit_conformalized_quantile(
     return _fit_cqr_alpha(y_true, lower, upper, alpha=a, weights=weights)
 
 
-@_host.first(_host.fit_conformalized_quantile)
+@host_first(_host.fit_conformalized_quantile)
 def _fit_cqr_alpha(y_true, lower, upper, *, alpha, weights=None):
     """:func:`fit_conformalized_quantile` for a resolved ``alpha`` (host path first)."""
     y = _one_d(y_true, "y_true")

@@ -23,10 +23,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bayescal._src import host as _host
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
+from bayescal._src.host import first as host_first
+from bayescal.regression import _host
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
 
@@ -322,7 +323,7 @@ def _kce(y_true, loc, scale, *, estimator, bandwidth, target_bandwidth):
     return _error_kernel(y, m, s, w, bandwidth, target_bandwidth, estimator=estimator)
 
 
-@_host.first(_host.kernel_calibration_error_regression)
+@host_first(_host.kernel_calibration_error_regression)
 def kernel_calibration_error(
     y_true: Any,
     loc: Any,
@@ -423,7 +424,7 @@ def _kct(
     )
 
 
-@_host.first(_host.kernel_calibration_test_regression)
+@host_first(_host.kernel_calibration_test_regression)
 def kernel_calibration_test(
     y_true: Any,
     loc: Any,

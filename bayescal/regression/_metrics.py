@@ -8,13 +8,14 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.binning import count_at_or_below
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.host import first as host_first
 from bayescal._src.options import CurveKind, Norm
 from bayescal._src.sorting import sort_last_axis
+from bayescal.regression import _host
 
 __all__ = ["calibration_curve", "calibration_error", "miscalibration_area", "sharpness"]
 
@@ -51,7 +52,7 @@ def _pit_observations(pit) -> tuple[jax.Array, jax.Array | int]:
 _BUCKET = {"pit": -1}
 
 
-@_host.first(_host.calibration_curve)
+@host_first(_host.calibration_curve)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_curve(
     pit: ArrayLike, *, num_levels: int = 100, kind: CurveKind = "quantile"
@@ -109,7 +110,7 @@ def _error_kernel(u, n, num_levels, kind, norm):
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
-@_host.first(_host.calibration_error)
+@host_first(_host.calibration_error)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_error(
     pit: ArrayLike,
@@ -171,7 +172,7 @@ def _grid_area_kernel(u, n, num_levels, kind):
     return area_between(c.expected, c.observed - c.expected)
 
 
-@_host.first(_host.miscalibration_area)
+@host_first(_host.miscalibration_area)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def miscalibration_area(
     pit: ArrayLike, *, num_levels: int | None = None, kind: CurveKind = "quantile"
@@ -217,7 +218,7 @@ def miscalibration_area(
     return _grid_area_kernel(u, n, num_levels, kind)
 
 
-@_host.first(_host.sharpness)
+@host_first(_host.sharpness)
 @_v.validated(fuse=True, bucket={"scale": -1, "draws": -1})
 def sharpness(
     scale: ArrayLike | None = None,

@@ -11,11 +11,12 @@ import numpy as np
 from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
 from bayescal._src.backend import cpu_backend
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
+from bayescal._src.host import first as host_first
 from bayescal._src.resampling import check_key
+from bayescal.regression import _host
 
 __all__ = ["pit_normal", "pit_draws", "pit_cdf", "pit_quantiles"]
 
@@ -40,7 +41,7 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
-@_host.first(_host.pit_normal)
+@host_first(_host.pit_normal)
 @_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1)
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.

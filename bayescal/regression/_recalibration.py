@@ -14,16 +14,17 @@ from jax.scipy.special import ndtri
 from jax.typing import ArrayLike
 
 from bayescal._src import families as _fam
-from bayescal._src import host as _host
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import first as host_first
 from bayescal._src.interp import interp
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import column_quantiles, sort_last_axis
 from bayescal._src.ties import argsort_last_axis
+from bayescal.regression import _host
 
 __all__ = [
     "IsotonicLevelCalibrator",
@@ -61,12 +62,12 @@ class IsotonicLevelCalibrator:
     raw: jax.Array
     calibrated: jax.Array
 
-    @_host.first(_host.map_levels)
+    @host_first(_host.map_levels)
     def __call__(self, levels: ArrayLike) -> jax.Array:
         """Calibrated levels ``R(levels)``; ``levels`` in [0, 1], any shape."""
         return _map_levels(*_bucketed_knots(self.raw, self.calibrated), levels)
 
-    @_host.first(_host.map_levels_inverse)
+    @host_first(_host.map_levels_inverse)
     def inverse(self, levels: ArrayLike) -> jax.Array:
         """Raw levels ``R^{-1}(levels)`` (generalized inverse).
 
@@ -139,7 +140,7 @@ def _fit_isotonic_kernel(u, mask=None, weights=None):
     return IsotonicLevelCalibrator(raw, calibrated)
 
 
-@_host.first(_host.fit_isotonic_recalibrator)
+@host_first(_host.fit_isotonic_recalibrator)
 @_v.validated(fuse=True, bucket={"pit": -1, "weights": -1}, per_observation=(-1, 2))
 def fit_isotonic_recalibrator(
     pit: ArrayLike, *, weights: ArrayLike | None = None
@@ -220,7 +221,7 @@ class SigmaScalingCalibrator:
     family: str = "normal"
     df: float | None = None
 
-    @_host.first(_host.sigma_apply)
+    @host_first(_host.sigma_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, scale: ArrayLike) -> jax.Array:
         """The rescaled scales ``factor * scale``; ``scale`` must be positive, as in a fit."""
@@ -329,7 +330,7 @@ def _fit_log_factor(z, weights, family, df):
     return res.x[0]
 
 
-@_host.first(_host.fit_sigma_scaling)
+@host_first(_host.fit_sigma_scaling)
 def fit_sigma_scaling(
     y_true: ArrayLike,
     loc: ArrayLike,

@@ -10,11 +10,12 @@ import jax.numpy as jnp
 from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
-from bayescal._src import host as _host
 from bayescal._src import validation as _v
+from bayescal._src.host import first as host_first
 from bayescal._src.options import Reduction, coverage_and_alpha
 from bayescal._src.reduce import check_reduction, check_weights, reduce_scores
 from bayescal._src.sorting import sort_last_axis
+from bayescal.regression import _host
 
 __all__ = ["crps_normal", "crps_draws", "nll_normal", "interval_score", "pinball_loss"]
 
@@ -59,7 +60,7 @@ def _crps_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(crps, w, reduction)
 
 
-@_host.first(_host.crps_normal)
+@host_first(_host.crps_normal)
 @_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1, "weights": -1}, per_observation=_v.unreduced)
 def crps_normal(
     y_true: ArrayLike,

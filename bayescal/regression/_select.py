@@ -7,11 +7,11 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bayescal._src import host as _host
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
 from bayescal._src.folds import stratified_folds
 from bayescal._src.resampling import check_key
+from bayescal.regression import _host
 from bayescal.regression._recalibration import (
     IsotonicLevelCalibrator,
     SigmaScalingCalibrator,

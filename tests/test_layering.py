@@ -1,0 +1,74 @@
+"""The package's layers (DESIGN.md, "Layout"; the issue "One library", item 3).
+
+``bayescal._src`` holds only what both branches use: no module of it imports
+``bayescal.classification`` or ``bayescal.regression``, at the top or inside a
+function (a NumPy twin lives beside its kernel, in the branch's ``_host.py``). The
+branches never import each other. Checked on the source (every ``import`` statement
+the parser finds), so a lazy import inside a function body counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "bayescal"
+
+
+def _imports(path: pathlib.Path, root: pathlib.Path = PACKAGE.parent) -> set[str]:
+    """Every module an ``import`` or ``from ... import`` of ``path`` names (absolute;
+    ``root`` is the folder that holds the package)."""
+    parts = path.relative_to(root).with_suffix("").parts
+    package = parts[:-1] if parts[-1] != "__init__" else parts
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ((node.module,) if node.module else ()))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found |= {f"{module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _modules(folder: str) -> list[pathlib.Path]:
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules("_src"), ids=lambda p: p.name)
+def test_src_imports_no_branch(path):
+    bad = sorted(
+        m
+        for m in _imports(path)
+        if m.startswith(("bayescal.classification", "bayescal.regression"))
+    )
+    assert not bad, f"bayescal/_src/{path.name} imports a branch: {bad}"
+
+
+@pytest.mark.parametrize(
+    ("branch", "other"),
+    [("classification", "regression"), ("regression", "classification")],
+)
+def test_branches_do_not_import_each_other(branch, other):
+    bad = {
+        p.name: sorted(m for m in _imports(p) if m.startswith(f"bayescal.{other}"))
+        for p in _modules(branch)
+    }
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_import_finder_sees_lazy_and_relative_imports(tmp_path):
+    # the checks above cannot pass vacuously: a lazy import in a function body and a
+    # relative import are both found
+    assert "jax" in _imports(PACKAGE / "_src" / "backend.py")
+    probe = tmp_path / "bayescal" / "_src" / "probe.py"
+    probe.parent.mkdir(parents=True)
+    probe.write_text("def f():\n    from bayescal.regression import _pit\nfrom . import validation\n")
+    found = _imports(probe, root=tmp_path)
+    assert "bayescal.regression._pit" in found and "bayescal._src.validation" in found
