@@ -30,42 +30,29 @@ TIER := -m "not docs"
 # dependencies, where a version changes what bayescal does:
 # - the adapters and I/O: ArviZ (test_arviz, test_loo), NumPyro (test_numpyro,
 #   test_recalibrated_distribution), the command line on CSV (pandas) and NetCDF
-#   (xarray, h5netcdf; test_cli*), calibrator files, bundled data, matplotlib plots, and
-#   the doctests of bayescal.arviz and bayescal.numpyro;
+#   (xarray, h5netcdf; test_cli, test_cli_inputs, test_cli_loo, test_cli_netcdf),
+#   calibrator files, bundled data, matplotlib plots, the demo, the persistent
+#   compilation cache, and the doctests of bayescal.arviz and bayescal.numpyro;
 # - JAX itself: the contract matrix (every public function eager, under jit and vmap,
-#   gradients, the scipy host callbacks), the fits under jit/vmap, the binning kernels
-#   (scatter/compare variants, compensated sums behind lax.optimization_barrier),
-#   the accumulators, sharding and multi-host, core;
-# - the fuzz harness (the only test of pandas Series / xarray DataArray inputs).
+#   gradients, the scipy host callbacks).
 # The list names the files (an include list, so that a new test file runs in `make
-# test` only until it is put here for a reason). Left out: the tests of the metrics',
-# calibrators', bands' and tests' mathematics against fixed references
-# (test_classification_*, test_regression_*, test_smooth_ece, test_resampling,
-# test_conditional, test_conformal, test_pit_quantiles_tails, test_bbq, test_venn,
-# test_spline, test_top_label, test_multiclass_scaling, test_scaling_binning,
-# test_kernel_calibration*, test_select_*, test_fit_weights, test_first_call_fits, and
-# RecalibratedDistribution's moments and density against numerical quadrature), the
-# NumPy twins against the kernels (test_host_path) and the path switches
-# (test_backend), the benchmarks' own tests and the other doctests. They call the same
-# jax/numpy/scipy functions the contract matrix calls, and `make test` runs them on
-# every change (CI in x64 too).
-# Also left out: the bucketing and compile-budget tests (tests/test_bucketing*.py,
-# test_compile_budget.py). They count compilations and compare padded with unpadded
-# calls on the JAX of `make test`, in the accelerator rehearsal; the padding's
-# conditions (prefix-stable random draws, symbolic shapes for NumPyro models) are those
-# of JAX >= 0.5, and on jax 0.4.38 some keyed cases do not hold.
-# And the sharded fuzz harness (test_fuzz_sharded.py, ~2 minutes of CPU): the tiers run
-# every public function on a mesh already (test_sharded_*.py). And the bit-for-bit
-# quantile edges (test_quantile_edges.py): on jax 0.4.38 the XLA path under jit with a
-# static count is an ulp off numpy in float32 (its XLA fuses the interpolation); the
-# CPU path users get there (NumPy's own np.quantile) is exact, and `make test` holds
-# every path on the JAX it installs.
+# test` only until it is put here for a reason). ~5 minutes a tier on the 2-core machine.
+# Left out, because `make test` runs them on every change and they call the same
+# jax/numpy/scipy functions the contract matrix calls: the tests of the metrics',
+# calibrators', bands' and tests' mathematics against fixed references, the NumPy twins
+# against the kernels, the fits under jit/vmap, the kernels, accumulators and core, the
+# fuzz harness, the other command-line tests (hardening, output, report), and
+# RecalibratedDistribution's moments and density against numerical quadrature.
+# Also left out: the sharded and multi-host suites (8-device subprocesses, ~10 minutes
+# of CPU a tier; a CI tier that ran them on a loaded machine took 22 minutes), the
+# bucketing and compile-budget tests (they count compilations on the JAX of `make
+# test`, in the accelerator rehearsal; the padding's conditions, prefix-stable random
+# draws and symbolic shapes for NumPyro models, are those of JAX >= 0.5), and the
+# bit-for-bit quantile edges (on jax 0.4.38 the XLA path under jit with a static count
+# is an ulp off numpy in float32; the CPU path users get there, np.quantile, is exact).
 TIER_FILES := arviz loo numpyro recalibrated_distribution \
-	cli cli_hardening cli_inputs cli_loo cli_netcdf cli_output cli_report \
-	cli_report_browser demo calibrator_io datasets plot compilation_cache \
-	contract fits_jax calibrators_traced kernels pallas accumulators core \
-	isotonic_device device_quantiles bad_input_classes \
-	sharding sharded_inputs sharded_public sharded_workflows multihost fuzz
+	cli cli_inputs cli_loo cli_netcdf demo calibrator_io datasets plot \
+	compilation_cache contract
 TIER_TESTS := $(foreach t,$(TIER_FILES),tests/test_$(t).py) bayescal/arviz.py bayescal/numpyro.py \
 	$(foreach t,mean_and_variance_equal_quad_of_density log_prob_integrates_to_one_and_is_the_cdf_derivative,\
 		--deselect=tests/test_recalibrated_distribution.py::test_$(t))
@@ -200,33 +187,23 @@ test-x64: $(VENV)/.test-installed
 test-slow: $(VENV)/.test-installed
 	$(PY) -m pytest -n $(JOBS) -q -m slow
 
-# The newest JAX lowers Pallas' Triton kernels only with a GPU present (or an abstract
-# GPU device): the check that the CUDA programs hold the Triton call runs in `make test`
-# (jax 0.10), where a CPU-only process can lower them.
-PY312_SKIP := --deselect=tests/test_pallas.py::test_gpu_programs_of_the_histogram_metrics_call_the_triton_kernels
-
 test-py312: $(VENV312)/.installed
 	$(VENV312)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier py3.12: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
-	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS) $(PY312_SKIP)
-
-# The minimum tier also leaves out what needs JAX >= 0.5: Pallas' Triton primitives
-# (test_pallas.py; on jax 0.4.38 the histogram kernels
-# fall back to XLA's, which the rest of the tier runs) and the CUDA lowering from a
-# CPU-only process (jax 0.4.38 kept the host branch in some CUDA programs).
-MIN_SKIP := --ignore=tests/test_pallas.py \
-	--deselect=tests/test_device_quantiles.py::test_public_functions_lowered_for_cuda_have_no_host_callback
+	$(VENV312)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
 test-min: $(VENVMIN)/.installed
 	$(VENVMIN)/bin/python -c 'import sys, jax, numpyro, arviz, xarray; print("tier minimum: python", sys.version.split()[0], "jax", jax.__version__, "numpyro", numpyro.__version__, "arviz", arviz.__version__, "xarray", xarray.__version__)'
-	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS) $(MIN_SKIP)
+	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
 # Everything CI runs.
 ci: test test-slow test-py312 test-min
 
 # The fuzz harness with thousands of examples per public function (tests/test_fuzz.py;
-# `make test` runs a few per function).
+# `make test` runs a few per function), and 40 drawn cases per function on the 8-device
+# mesh (tests/test_fuzz_sharded.py, ~2 hours; `make test` runs one each).
 fuzz: $(VENV)/.test-installed
 	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
+	HYPOTHESIS_PROFILE=medium $(PY) -m pytest -p no:xdist -q tests/test_fuzz_sharded.py
 	HYPOTHESIS_PROFILE=fuzz JAX_ENABLE_X64=1 $(PY) -m pytest -p no:xdist -q tests/test_fuzz.py
 
 # --force: a second `make demo` replaces the report of the first.

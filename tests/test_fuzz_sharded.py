@@ -4,8 +4,9 @@ Every entry of ``tests/test_fuzz.py``'s table, with inputs drawn by its builders
 mutated by its value mutations, put on an 8-device CPU mesh: the harness's property
 holds, and the outcome is the one on the gathered inputs. The work is done by
 ``tests/_fuzz_sharded.py`` in a subprocess (the device count is fixed when JAX starts).
-Float32 only (``make test``): the sharded code paths are the same under x64, and the
-subprocess costs about two minutes of CPU.
+Float32 only (``make test``): the sharded code paths are the same under x64. In
+``make test`` one case an entry, its mutation enumerated (every mutation several times
+over the table; ~4 minutes of CPU); ``make fuzz`` draws hundreds an entry.
 """
 
 import json

@@ -396,11 +396,15 @@ def test_isotonic_recalibrator_and_its_maps_equal_kernel(pit, seed):
 def test_levels_equal_jax_linspace():
     # the curves' levels: jnp.linspace(0, 1, m) in the dtype, bit for bit (the counts
     # at a level are exact only if the levels are the same floats)
+    # (each m is a program of its own: the small counts, the powers of two and their
+    # neighbours, where a float32 step's rounding changes, and a few large ones)
     u = np.array([0.25, 0.5], DT)
-    for m in list(range(2, 400)) + [1000, 1001, 4097, 10_000]:
+    counts = sorted({*range(2, 41), *(2**k + d for k in range(6, 10) for d in (-1, 0, 1)),
+                     99, 100, 101, 199, 200, 201, 1000, 1001, 4097, 10_000})
+    for m in counts:
         want = np.asarray(jnp.linspace(0.0, 1.0, m, dtype=DT))
         np.testing.assert_array_equal(host._levels(m, np.dtype(DT)), want)
-        if m % 20 == 0 or m > 400:  # and the kernel's own levels (inside jit)
+        if m in (20, 100, 200) or m > 400:  # and the kernel's own levels (inside jit)
             with host.disabled():
                 kernel = reg.calibration_curve(u, num_levels=m).expected
             np.testing.assert_array_equal(host._levels(m, np.dtype(DT)), kernel)
