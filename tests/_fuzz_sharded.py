@@ -43,9 +43,9 @@ DEVICES = 8
 SIZES = (8, 16)  # split over the mesh; two sizes, few compilations
 RTOL = 1e-5  # a float32 sum over 8 shards vs one: a few ulps; Newton fits to 1e-5
 #: Drawn cases per entry. The default run (``make test``) takes one case an entry, its
-#: argument and mutation enumerated by the entry's place in the table (so that the 91
-#: entries cover every mutation several times, ~4 minutes of CPU where three drawn
-#: cases took ~10); the other profiles draw them.
+#: argument and mutation enumerated by the entry's place in the table (the 44
+#: entries cover each of the 23 mutations once or twice; ~4 minutes of CPU where three
+#: drawn cases took ~10); the other profiles draw them.
 EXAMPLES = {"default": 1, "medium": 40, "fuzz": 400}
 #: Mutations of ``test_fuzz.MUTATIONS`` that keep a numeric array (a container, a
 #: mask or an object array never reaches the mesh: the user could not shard it).
