@@ -12,12 +12,23 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from bayescal._src import pytree as _pytree
 from bayescal._src.curve import CalibrationCurve
 
 __version__ = "0.1.0"
 __all__ = ["CalibrationCurve", "__version__", "enable_compilation_cache"]
 
 _LAZY = ("core", "regression", "classification", "numpyro", "arviz", "plot", "cli")
+
+
+def _import_branches() -> None:
+    """Enter every fitted class in the registry that calibrator files are read with (a
+    fresh process that loads a file has not always imported its branch)."""
+    for branch in ("classification", "regression"):
+        importlib.import_module(f"bayescal.{branch}")
+
+
+_pytree.BEFORE_LOOKUP.append(_import_branches)
 
 
 def __getattr__(name: str) -> Any:

@@ -435,3 +435,106 @@ def test_save_refuses_what_load_would_refuse(tmp_path):
     with pytest.raises(ValueError, match="PlattCalibrator.a: holds NaN"):
         save_calibrator(nan, path)
     assert not os.path.exists(path)  # nothing written
+
+
+# ------------------------------------------ issue "Nothing lost, round 2", items 2, 4, 5
+def test_a_fresh_process_loads_files_of_either_branch(tmp_path):
+    # Each class enters the registry when its branch is imported: a fresh process that
+    # imported only bayescal.core refused every file ("unknown calibrator type
+    # 'SigmaScalingCalibrator'; known: ."), and each branch's load_calibrator the other's.
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(2)
+    files = {
+        "SigmaScalingCalibrator": reg.fit_sigma_scaling(
+            rng.normal(size=30), np.zeros(30), np.ones(30)
+        ),
+        "PlattCalibrator": clf.fit_platt(Y, P),
+    }
+    for kind, cal in files.items():
+        save_calibrator(cal, os.path.join(tmp_path, f"{kind}.npz"))
+    script = (
+        "import sys\n"
+        "from bayescal.core import load_calibrator\n"
+        "from bayescal.classification import load_calibrator as clf_load\n"
+        "for path in sys.argv[1:]:\n"
+        "    print(type(load_calibrator(path)).__name__, type(clf_load(path)).__name__)\n"
+    )
+    paths = [os.path.join(tmp_path, f"{kind}.npz") for kind in files]
+    out = subprocess.run(
+        [sys.executable, "-c", script, *paths], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == [kind for kind in files for _ in range(2)]
+
+
+def _npy_member(header_shape, payload: bytes, descr="<f8") -> bytes:
+    fh = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        fh, {"descr": descr, "fortran_order": False, "shape": header_shape}
+    )
+    return fh.getvalue() + payload
+
+
+def _with_members(path, spec, arrays, members, compression=zipfile.ZIP_STORED):
+    """``_write``'s archive plus raw members (name -> bytes) added to it."""
+    _write(path, spec, arrays)
+    with zipfile.ZipFile(path, "a", compression=compression) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+
+
+def test_a_declared_shape_larger_than_the_member_is_refused_before_reading(tmp_path):
+    # A 910-byte file asked np.load for 7.28 TiB: MemoryError, not CalibratorFileError.
+    path, spec, arrays = _platt(tmp_path)
+    huge = _npy_member((2**40,), b"\0" * 8)
+    del arrays["a"]
+    _with_members(path, spec, arrays, {"a.npy": huge})
+    with pytest.raises(CalibratorFileError, match=r"declares shape \(1099511627776,\)"):
+        load_calibrator(path)
+    # The same member unreferenced is never read: only the name is reported.
+    path, spec, arrays = _platt(tmp_path)
+    _with_members(path, spec, arrays, {"bomb.npy": huge})
+    with pytest.raises(CalibratorFileError, match=r"no field refers to: \['bomb'\]"):
+        load_calibrator(path)
+
+
+def test_a_member_that_inflates_a_thousandfold_is_refused(tmp_path):
+    # 96 MiB of zeros deflate to ~100 kB: more than a calibrator's arrays can inflate.
+    path, spec, arrays = _platt(tmp_path)
+    zeros = _npy_member((12 * 2**20,), bytes(96 * 2**20))
+    del arrays["a"]
+    _with_members(path, spec, arrays, {"a.npy": zeros}, compression=zipfile.ZIP_DEFLATED)
+    assert os.path.getsize(path) < 2**20
+    with pytest.raises(CalibratorFileError, match="inflates from"):
+        load_calibrator(path)
+
+
+def test_a_deflated_file_of_honest_arrays_still_loads(tmp_path):
+    # np.savez_compressed of a saved file's own members: compression alone is fine.
+    path, spec, arrays = _platt(tmp_path)
+    blob = np.frombuffer(json.dumps(spec).encode("utf-8"), dtype=np.uint8)
+    with open(path, "wb") as fh:
+        np.savez_compressed(fh, __spec__=blob, **arrays)
+    assert load_calibrator(path) == clf.fit_platt(Y, P)
+
+
+@pytest.mark.parametrize("cross", [False, True], ids=["venn_abers", "cross_venn_abers"])
+@pytest.mark.parametrize("tamper", ["swapped", "p0_one_p1_zero"])
+def test_venn_abers_tables_with_lower_above_upper_are_refused(tmp_path, cross, tamper):
+    # Loaded before, and gave intervals with lower > upper.
+    y = np.tile(Y, 4)
+    p = np.tile(P, 4) + np.repeat(np.arange(4) * 0.01, 8)
+    cal = clf.fit_cross_venn_abers(y, p, np.arange(32) % 2) if cross else clf.fit_venn_abers(y, p)
+    assert np.any(np.asarray(cal.p0_table) < np.asarray(cal.p1_table))  # a real interval
+    path, spec, arrays = _saved(tmp_path, cal)
+    refs = spec["calibrator"]["arrays"]
+    p0, p1 = arrays[refs["p0_table"]], arrays[refs["p1_table"]]
+    if tamper == "swapped":
+        arrays[refs["p0_table"]], arrays[refs["p1_table"]] = p1, p0
+    else:
+        arrays[refs["p0_table"]], arrays[refs["p1_table"]] = np.ones_like(p0), np.zeros_like(p1)
+    _write(path, spec, arrays)
+    with pytest.raises(CalibratorFileError, match="p1_table must be at least p0_table"):
+        load_calibrator(path)

@@ -10,14 +10,14 @@ import reprlib
 import secrets
 import stat
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src.pytree import REGISTRY
+from bayescal._src.pytree import REGISTRY, registered
 
 __all__ = ["save_calibrator", "load_calibrator", "CalibratorFileError", "FORMAT"]
 
@@ -119,6 +119,13 @@ def _venn_table_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str
                 lambda d, f=field: d[f].shape == d["thresholds"].shape,
                 "the shape of thresholds",
             ),
+        )
+    ] + [
+        (
+            "p1_table",
+            lambda d: bool(np.all(d["p0_table"] <= d["p1_table"])),
+            "at least p0_table at every threshold (each prediction is the interval "
+            "[p0, p1])",
         )
     ]
 
@@ -550,14 +557,14 @@ def _field_problem(kind: str, fields: dict[str, Any]) -> str | None:
 
 def _decode(
     spec: Any,
-    arrays: dict[str, np.ndarray],
+    arrays: Mapping[str, np.ndarray],
     fail: Callable[[str], Exception],
     used: set[str],
 ) -> Any:
     if not isinstance(spec, dict):
         raise fail("the description of a calibrator is not a JSON object")
     kind = spec.get("type")
-    cls = REGISTRY.get(kind) if isinstance(kind, str) else None
+    cls = registered(kind) if isinstance(kind, str) else None
     if cls is None:
         raise fail(
             f"unknown calibrator type {_short(kind)}; known: {', '.join(sorted(REGISTRY))}"
@@ -664,28 +671,100 @@ def load_calibrator(path: str | os.PathLike) -> Any:
         archive = np.load(name, allow_pickle=False)
         if not isinstance(archive, np.lib.npyio.NpzFile):
             raise fail("not an .npz archive (a single .npy array)")
-        with archive:
-            if "__spec__" not in archive.files:
-                raise fail("not a bayescal calibrator file (no __spec__ entry)")
-            arrays = {n: archive[n] for n in archive.files}
     except CalibratorFileError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
         raise fail(f"not a readable .npz archive ({type(err).__name__}: {err})") from err
-    try:
-        spec = json.loads(arrays.pop("__spec__").tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise fail(f"the __spec__ entry is not UTF-8 JSON ({err})") from err
-    except RecursionError as err:  # JSON nested thousands of levels deep
-        raise fail("the __spec__ entry is nested too deeply to be a calibrator") from err
-    if not isinstance(spec, dict) or spec.get("format") != FORMAT:
-        got = spec.get("format") if isinstance(spec, dict) else spec
-        raise fail(
-            f"unsupported calibrator file format {_short(got)}; this version reads {FORMAT!r}"
-        )
-    used: set[str] = set()
-    calibrator = _decode(spec.get("calibrator"), arrays, fail, used)
-    extra = sorted(set(arrays) - used)
+    with archive:
+        members = _Members(archive, fail)
+        if "__spec__" not in members:
+            raise fail("not a bayescal calibrator file (no __spec__ entry)")
+        try:
+            spec = json.loads(members["__spec__"].tobytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise fail(f"the __spec__ entry is not UTF-8 JSON ({err})") from err
+        except RecursionError as err:  # JSON nested thousands of levels deep
+            raise fail("the __spec__ entry is nested too deeply to be a calibrator") from err
+        if not isinstance(spec, dict) or spec.get("format") != FORMAT:
+            got = spec.get("format") if isinstance(spec, dict) else spec
+            raise fail(
+                f"unsupported calibrator file format {_short(got)}; this version reads {FORMAT!r}"
+            )
+        used: set[str] = set()
+        calibrator = _decode(spec.get("calibrator"), members, fail, used)
+    # Members no field refers to are never read (only their names are known).
+    extra = sorted(set(members.names) - used - {"__spec__"})
     if extra:
         raise fail(f"the archive holds arrays that no field refers to: {_short(extra)}")
     return calibrator
+
+
+#: How much larger than its compressed bytes an archive member may be once
+#: decompressed, besides :data:`_INFLATE_ALLOWANCE`: a calibrator's arrays (thresholds,
+#: probabilities) compress a few times at most, while a deflated run of zeros inflates
+#: ~1000-fold (an "archive bomb"). So reading a file takes at most about this many
+#: times its size in memory.
+_INFLATE_RATIO = 100
+_INFLATE_ALLOWANCE = 64 * 2**20
+
+
+class _Members(Mapping):
+    """The arrays of an ``.npz`` archive, each read only when asked for and only after
+    its declared size is checked: the ``.npy`` header's shape and dtype against the
+    bytes the member holds, and the member's size against its compressed size. A
+    910-byte file can otherwise declare a 7 TiB array (``np.load`` allocates it before
+    finding the data missing), and a small deflated file can hold gigabytes of zeros."""
+
+    def __init__(self, archive: Any, fail: Callable[[str], Exception]) -> None:
+        self._zip, self._fail = archive.zip, fail
+        self._member = {}
+        for member in self._zip.namelist():
+            key = member[:-4] if member.endswith(".npy") else member
+            self._member.setdefault(key, member)
+        self.names = list(self._member)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._member
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._member)
+
+    def __len__(self) -> int:
+        return len(self._member)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        fail, member = self._fail, self._member[key]
+        info = self._zip.getinfo(member)
+        limit = _INFLATE_RATIO * info.compress_size + _INFLATE_ALLOWANCE
+        if info.file_size > limit:
+            raise fail(
+                f"the archive member {_short(member)} inflates from {info.compress_size} "
+                f"to {info.file_size} bytes, more than a calibrator's arrays can"
+            )
+        try:
+            with self._zip.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                read_header = (
+                    np.lib.format.read_array_header_1_0
+                    if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran, dtype = read_header(fh)
+                if dtype.hasobject:
+                    raise fail(f"the array {_short(key)} holds Python objects")
+                declared = math.prod(shape) * dtype.itemsize
+                if declared != info.file_size - fh.tell():
+                    raise fail(
+                        f"the array {_short(key)} declares shape {_short(shape)} of "
+                        f"{dtype} ({declared} bytes) but its member holds "
+                        f"{info.file_size - fh.tell()} bytes of data"
+                    )
+                data = fh.read(declared)
+        except CalibratorFileError:
+            raise
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as err:
+            raise fail(
+                f"the array {_short(key)} is not readable ({type(err).__name__}: {err})"
+            ) from err
+        order = "F" if fortran else "C"
+        return np.frombuffer(data, dtype).reshape(shape, order=order).copy(order="K")

@@ -9,12 +9,25 @@ from typing import Any, TypeVar, dataclass_transform
 import jax
 import numpy as np
 
-__all__ = ["pytree_dataclass", "REGISTRY"]
+__all__ = ["pytree_dataclass", "REGISTRY", "registered", "BEFORE_LOOKUP"]
 
 _T = TypeVar("_T")
 
 #: Every fitted class of both branches, by class name (what save/load know).
 REGISTRY: dict[str, type[Any]] = {}
+
+#: Run before a name missing from :data:`REGISTRY` is looked up: a class is entered only
+#: when its module is imported, and a fresh process that loads a calibrator file may not
+#: have imported its branch yet. The package root adds the import of both branches.
+BEFORE_LOOKUP: list[Callable[[], None]] = []
+
+
+def registered(name: str) -> type[Any] | None:
+    """The fitted class called ``name`` (after :data:`BEFORE_LOOKUP`), or None."""
+    if name not in REGISTRY:
+        for hook in BEFORE_LOOKUP:
+            hook()
+    return REGISTRY.get(name)
 
 
 def _leaves_equal(a: Any, b: Any) -> bool:
