@@ -49,7 +49,9 @@ def test_num_levels_beyond_the_maximum_raise_naming_num_levels():
         lambda m: reg.calibration_accumulator(num_levels=m),
         lambda m: reg.group_calibration_error(U, np.arange(30) % 2, num_levels=m),
     ):
-        with pytest.raises(ValueError, match=r"num_levels must be an int in \[2, 1000000\]"):
+        with pytest.raises(
+            ValueError, match=r"num_levels must be an int in \[2, 1000000\]"
+        ):
             call(10**9)
         with pytest.raises(ValueError, match=r"num_levels must be an int >= 2"):
             call(1)
@@ -83,7 +85,9 @@ def test_sparse_group_ids_raise_naming_groups(fn):
         fn(U, np.array([0, 1] * 15), num_groups=2**32 + 1, num_levels=5)
     # relabelled as the message says, the same data works
     _, dense = np.unique(groups, return_inverse=True)
-    assert np.asarray(jax.tree_util.tree_leaves(fn(U, dense, num_levels=5))[0]).shape[0] == 2
+    assert (
+        np.asarray(jax.tree_util.tree_leaves(fn(U, dense, num_levels=5))[0]).shape[0] == 2
+    )
 
 
 def test_bool_groups_are_two_groups():
@@ -96,7 +100,9 @@ def test_bool_groups_are_two_groups():
 
 
 def test_negative_group_ids_message_names_group_ids():
-    with pytest.raises(ValueError, match=r"groups must hold class indices in \[0, 1\] \(one group"):
+    with pytest.raises(
+        ValueError, match=r"groups must hold class indices in \[0, 1\] \(one group"
+    ):
         reg.group_calibration_error(U, np.array([-1, 1] * 15), num_levels=5)
 
 
@@ -136,7 +142,9 @@ def test_int64_binary_labels_beyond_int32_raise(name):
 def test_int64_class_labels_beyond_int32_raise(name):
     y = np.array([0, 1, 2**32 + 2] * 10, dtype=np.int64)  # 2**32 + 2 wrapped to class 2
     arg = "groups" if name.startswith("group") else "y_true"
-    with pytest.raises(ValueError, match=rf"{arg} must hold class indices in \[0, 2\].*4294967298"):
+    with pytest.raises(
+        ValueError, match=rf"{arg} must hold class indices in \[0, 2\].*4294967298"
+    ):
         MULTICLASS[name](y)
     with pytest.raises(ValueError, match=rf"{arg} must hold class indices"):
         MULTICLASS[name](y.astype(np.uint64))
@@ -144,7 +152,9 @@ def test_int64_class_labels_beyond_int32_raise(name):
 
 def test_uint32_class_labels_beyond_int32_raise():
     y = np.array([0, 1, 2**31 + 2] * 10, dtype=np.uint32)  # int32 made it negative
-    with pytest.raises(ValueError, match=r"y_true must hold class indices in \[0, 2\].*2147483650"):
+    with pytest.raises(
+        ValueError, match=r"y_true must hold class indices in \[0, 2\].*2147483650"
+    ):
         clf.top_label_calibration_error(y, PROBS)
 
 
@@ -160,9 +170,9 @@ def test_int64_labels_beyond_int32_give_nan_traced_or_raise_eagerly():
     y = jnp.asarray(y_np)
     for fn in (clf.top_label_calibration_error, clf.marginal_calibration_error):
         assert np.isnan(float(jax.jit(fn)(y, PROBS)))
-    assert np.isnan(np.asarray(
-        jax.jit(lambda g: reg.group_calibration_error(U, g, num_groups=3))(y)
-    )).all()
+    assert np.isnan(
+        np.asarray(jax.jit(lambda g: reg.group_calibration_error(U, g, num_groups=3))(y))
+    ).all()
     yb = jnp.asarray(np.array([0, BIG] * 15, dtype=np.int64))
     assert np.isnan(float(jax.jit(clf.expected_calibration_error)(yb, P)))
     assert np.isnan(float(jax.jit(clf.brier_score)(yb, P)))
@@ -185,27 +195,54 @@ def _masked(x):
 MASKED = {
     "calibration_error": (lambda a: reg.calibration_error(a), "pit", lambda: _masked(U)),
     "calibration_curve": (lambda a: reg.calibration_curve(a), "pit", lambda: _masked(U)),
-    "ece_y": (lambda a: clf.expected_calibration_error(a, P), "y_true",
-              lambda: _masked(np.array([0, 1] * 15))),
-    "ece_p": (lambda a: clf.expected_calibration_error(np.array([0, 1] * 15), y_prob=a),
-              "y_prob", lambda: _masked(P)),
-    "crps_scale": (lambda a: reg.crps_normal(U, 0.0, scale=a), "scale",
-                   lambda: _masked(np.ones(30))),
-    "top_label_y": (lambda a: clf.top_label_calibration_error(a, PROBS), "y_true",
-                    lambda: _masked(np.array([0, 1, 2] * 10))),
-    "fit_platt": (lambda a: clf.fit_platt(np.array([0, 1] * 15), a), "y_score",
-                  lambda: _masked(P)),
-    "fit_one_vs_rest": (lambda a: clf.fit_one_vs_rest(a, PROBS, method="platt"), "y_true",
-                        lambda: _masked(np.array([0, 1, 2] * 10))),
-    "groups": (lambda a: reg.group_calibration_error(U, a), "groups",
-               lambda: _masked(np.array([0, 1] * 15))),
-    "accumulator": (lambda a: reg.calibration_accumulator(10).update(
-        reg.calibration_accumulator(10).init(), a), "pit", lambda: _masked(U)),
-    "calibrator": (lambda a: clf.fit_platt(np.array([0, 1] * 15), P)(a), "y_score",
-                   lambda: _masked(P)),
+    "ece_y": (
+        lambda a: clf.expected_calibration_error(a, P),
+        "y_true",
+        lambda: _masked(np.array([0, 1] * 15)),
+    ),
+    "ece_p": (
+        lambda a: clf.expected_calibration_error(np.array([0, 1] * 15), y_prob=a),
+        "y_prob",
+        lambda: _masked(P),
+    ),
+    "crps_scale": (
+        lambda a: reg.crps_normal(U, 0.0, scale=a),
+        "scale",
+        lambda: _masked(np.ones(30)),
+    ),
+    "top_label_y": (
+        lambda a: clf.top_label_calibration_error(a, PROBS),
+        "y_true",
+        lambda: _masked(np.array([0, 1, 2] * 10)),
+    ),
+    "fit_platt": (
+        lambda a: clf.fit_platt(np.array([0, 1] * 15), a),
+        "y_score",
+        lambda: _masked(P),
+    ),
+    "fit_one_vs_rest": (
+        lambda a: clf.fit_one_vs_rest(a, PROBS, method="platt"),
+        "y_true",
+        lambda: _masked(np.array([0, 1, 2] * 10)),
+    ),
+    "groups": (
+        lambda a: reg.group_calibration_error(U, a),
+        "groups",
+        lambda: _masked(np.array([0, 1] * 15)),
+    ),
+    "accumulator": (
+        lambda a: reg.calibration_accumulator(10).update(
+            reg.calibration_accumulator(10).init(), a
+        ),
+        "pit",
+        lambda: _masked(U),
+    ),
+    "calibrator": (
+        lambda a: clf.fit_platt(np.array([0, 1] * 15), P)(a),
+        "y_score",
+        lambda: _masked(P),
+    ),
 }
-
-
 
 
 def _numpyro_model(x, y=None):
@@ -230,14 +267,26 @@ def _numpyro_pit(y, draws):
 
 # the NumPyro adapter converted its inputs with its own np.asarray (mask dropped)
 MASKED |= {
-    "numpyro_pit_y": (lambda a: _numpyro_pit(a, np.zeros((4, 5))), "y_true",
-                      lambda: _masked(np.arange(5.0))),
-    "numpyro_pit_draws": (lambda a: _numpyro_pit(np.arange(5.0), a), r"predictive\['obs'\]",
-                          lambda: _masked(np.zeros((4, 5)))),
-    "numpyro_posterior": (lambda a: _rb({"a": a}, np.arange(5.0)),
-                          r"posterior_samples\['a'\]", lambda: _masked(np.ones(4))),
-    "numpyro_model_argument": (lambda a: _rb({"a": np.ones(4)}, a), "a model argument",
-                               lambda: _masked(np.arange(5.0))),
+    "numpyro_pit_y": (
+        lambda a: _numpyro_pit(a, np.zeros((4, 5))),
+        "y_true",
+        lambda: _masked(np.arange(5.0)),
+    ),
+    "numpyro_pit_draws": (
+        lambda a: _numpyro_pit(np.arange(5.0), a),
+        r"predictive\['obs'\]",
+        lambda: _masked(np.zeros((4, 5))),
+    ),
+    "numpyro_posterior": (
+        lambda a: _rb({"a": a}, np.arange(5.0)),
+        r"posterior_samples\['a'\]",
+        lambda: _masked(np.ones(4)),
+    ),
+    "numpyro_model_argument": (
+        lambda a: _rb({"a": np.ones(4)}, a),
+        "a model argument",
+        lambda: _masked(np.arange(5.0)),
+    ),
 }
 
 
@@ -267,8 +316,11 @@ def test_conformal_calibrators_reject_non_finite_predictions():
     lower, upper = jax.jit(cqr.__call__)(jnp.array([0.0, jnp.nan]), jnp.array([1.0, 2.0]))
     assert np.isnan(np.asarray(lower)).all() and np.isnan(np.asarray(upper)).all()
     lower, upper = cqr(np.array([0.0, 1.0]), np.array([1.0, 2.0]))
-    np.testing.assert_allclose(np.asarray(upper) - np.asarray(lower),
-                               np.array([1.0, 1.0]) + 2 * float(cqr.quantile), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(upper) - np.asarray(lower),
+        np.array([1.0, 1.0]) + 2 * float(cqr.quantile),
+        rtol=1e-6,
+    )
 
 
 @pytest.mark.parametrize("case", sorted(MASKED))
@@ -276,7 +328,9 @@ def test_masked_arrays_are_refused_naming_the_argument(case):
     # calibration_error of a masked array gave 0.151 (the mask dropped), 0.359 on
     # .compressed(): now a TypeError that names the argument and the two ways out
     call, name, make = MASKED[case]
-    with pytest.raises(TypeError, match=rf"{name} is a numpy masked array.*compressed\(\).*filled"):
+    with pytest.raises(
+        TypeError, match=rf"{name} is a numpy masked array.*compressed\(\).*filled"
+    ):
         call(make())
 
 
@@ -306,10 +360,14 @@ def test_subnormal_scales_are_rejected_on_both_paths(call, monkeypatch):
     # let it pass; XLA's CPU backend then flushed it to 0); with 2^21 values the device
     # check raised. One rule on both paths: at least the smallest normal float.
     scale = np.array([SUBNORMAL, 1.0])
-    with pytest.raises(ValueError, match="scale must be strictly positive.*smallest normal.*subnormal"):
+    with pytest.raises(
+        ValueError, match="scale must be strictly positive.*smallest normal.*subnormal"
+    ):
         call(scale)
     monkeypatch.setattr(_v, "HOST_CHECK_MAX_SIZE", 0)  # the compiled pass decides
-    with pytest.raises(ValueError, match="scale must be strictly positive.*smallest normal"):
+    with pytest.raises(
+        ValueError, match="scale must be strictly positive.*smallest normal"
+    ):
         call(scale)
     monkeypatch.undo()
     assert np.isnan(np.asarray(jax.jit(call)(jnp.asarray(scale)))).all()
@@ -335,3 +393,75 @@ def test_bootstrap_int64_data_beyond_int32_raise_or_are_kept():
     # jnp.asarray wrapped 2**40 to 0: the mean of the replicates was silently wrong
     with pytest.raises(ValueError, match=r"arrays\[0\] holds integers beyond int32"):
         bootstrap(0, jnp.mean, np.array([1, 2**40] * 5), num_samples=4)
+
+
+# ------------------------------------------- issue "Nothing lost, round 2", item 6
+def test_select_recalibrator_refuses_a_subnormal_scale_as_crps_normal_does():
+    # It returned a winner with a sigma factor of 4.6e37 for scales of 1e-40.
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=50)
+    scale = np.full(50, SUBNORMAL)
+    with pytest.raises(
+        ValueError, match="scale must be strictly positive.*smallest normal"
+    ):
+        reg.crps_normal(y, np.zeros(50), scale)
+    with pytest.raises(
+        ValueError, match="scale must be strictly positive.*smallest normal"
+    ):
+        reg.select_recalibrator(y, np.zeros(50), scale, key=0)
+
+
+@pytest.mark.parametrize("host_path", [True, False], ids=["host", "kernel"])
+@pytest.mark.parametrize("n", [1, 2, 5, 9])
+def test_hosmer_lemeshow_with_fewer_observations_than_groups_raises(n, host_path):
+    # At N = 1, 2, 5 with 10 groups it returned p-values of 0.8-0.99 silently.
+    from bayescal.core import host_path as use_host
+
+    p = np.linspace(0.1, 0.9, n)
+    y = (np.arange(n) % 2).astype(float)
+    with (
+        use_host(host_path),
+        pytest.raises(
+            ValueError, match="bins must be at most the number of observations; got bins=10"
+        ),
+    ):
+        clf.hosmer_lemeshow(y, p)
+    assert np.isnan(np.asarray(jax.jit(clf.hosmer_lemeshow)(y, p).p_value))
+    ten = np.linspace(0.1, 0.9, 10)
+    with use_host(host_path):
+        assert np.isfinite(float(clf.hosmer_lemeshow(np.arange(10) % 2, ten).p_value))
+
+
+@pytest.mark.parametrize("host_path", [True, False], ids=["host", "kernel"])
+@pytest.mark.parametrize("value", [0.5, 0.0, 1.0])
+def test_spiegelhalter_z_on_probabilities_without_variance_raises(value, host_path):
+    # With every p = 0.5 the test's variance is 0: it returned NaN without a word.
+    from bayescal.core import host_path as use_host
+
+    y = (np.arange(20) % 2).astype(float)
+    p = np.full(20, value)
+    with (
+        use_host(host_path),
+        pytest.raises(ValueError, match="y_prob must not all be 0, 1/2 or 1"),
+    ):
+        clf.spiegelhalter_z(y, p)
+    assert np.isnan(np.asarray(jax.jit(clf.spiegelhalter_z)(y, p).statistic))
+    p[0] = 0.3  # one probability with variance: defined
+    with use_host(host_path):
+        assert np.isfinite(float(clf.spiegelhalter_z(y, p).statistic))
+
+
+@pytest.mark.parametrize("host_path", [True, False], ids=["host", "kernel"])
+def test_an_infinite_probability_is_counted_in_the_message(host_path):
+    # docs/bad-input.md promises the counts of NaN and inf; one +inf probability got the
+    # "[0, 1]" message with the range of the finite values only.
+    from bayescal.core import host_path as use_host
+
+    p = np.linspace(0.05, 0.95, 20)
+    p[3] = np.inf
+    y = (np.arange(20) % 2).astype(float)
+    with (
+        use_host(host_path),
+        pytest.raises(ValueError, match="y_prob contains 0 NaN and 1 infinite values"),
+    ):
+        clf.expected_calibration_error(y, p)

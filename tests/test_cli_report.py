@@ -21,7 +21,7 @@ import scipy.stats
 from bayescal import classification as clf
 from bayescal import regression as reg
 from bayescal._cli import evaluate as ev
-from bayescal.core import load_calibrator
+from bayescal.core import load_calibrator, save_calibrator
 from tests._cli import assert_one_line_error, evaluate
 from tests.test_cli_loo import _tree, _write
 
@@ -495,6 +495,34 @@ def test_force_replaces_the_report_files_and_keeps_the_users(tmp_path, capsys):
     names = {p.name for p in out.iterdir()}
     assert names <= set(ev.REPORT_FILES) | {"mine.txt"}
     assert {"report.json", "report.html", "recalibrator.npz", "recalibration.png"} <= names
+
+
+def test_force_replaces_only_a_calibrator_file_bayescal_wrote(tmp_path, capsys):
+    # Issue "Nothing lost, round 2", item 6: --force --recalibrate replaced a user's own
+    # recalibrator.npz in --out.
+    path, *_ = _normal_csv(tmp_path / "p.csv", n=60)
+    out = tmp_path / "o"
+    args = ("--out", out, "--force", "--recalibrate", "isotonic", "--no-plots")
+    code, _, err = evaluate(capsys, path, *args)
+    assert code == 0, err
+    written = (out / "recalibrator.npz").read_bytes()
+    code, _, err = evaluate(capsys, path, *args)  # a rerun replaces its own file
+    assert code == 0, err
+    assert (out / "recalibrator.npz").read_bytes() == written
+    # A report without --recalibrate in between keeps the file and its record.
+    code, _, err = evaluate(capsys, path, "--out", out, "--force", "--no-plots")
+    assert code == 0, err
+    code, _, err = evaluate(capsys, path, *args)
+    assert code == 0, err
+    # The user's own calibrator under that name (or bayescal's, changed) is kept.
+    save_calibrator(reg.fit_isotonic_recalibrator(np.linspace(0.05, 0.95, 9)),
+                    out / "recalibrator.npz")
+    mine = (out / "recalibrator.npz").read_bytes()
+    report = (out / "report.json").read_bytes()
+    code, out_text, err = evaluate(capsys, path, *args)
+    assert_one_line_error(code, err, r"recalibrator.npz there was not written by bayescal")
+    assert (out / "recalibrator.npz").read_bytes() == mine
+    assert (out / "report.json").read_bytes() == report  # refused before any work
 
 
 def test_every_report_file_is_flushed_to_disk_before_it_is_moved_in(tmp_path, capsys,

@@ -938,6 +938,49 @@ REPORT_FILES = (
 )
 
 
+#: The calibrator files among them: --force replaces one only if bayescal wrote it there
+#: and it is unchanged since (report.json's "calibrator_files" records the SHA-256 of
+#: each, carried over by later reports while the file stays as written), so that a
+#: user's own recalibrator.npz in --out is never lost.
+CALIBRATOR_FILES = tuple(name for name in REPORT_FILES if name.endswith(".npz"))
+
+
+def _sha256(path: pathlib.Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _own_calibrators(out: pathlib.Path, writes: tuple[str, ...]) -> dict[str, str]:
+    """The calibrator files in ``out`` that bayescal wrote and nobody changed since
+    (name: SHA-256); refuses, before any work, to replace any other one in ``writes``."""
+    try:
+        with open(out / "report.json", encoding="utf-8") as fh:
+            recorded = json.load(fh).get("calibrator_files", {})
+    except (OSError, ValueError, AttributeError):
+        recorded = {}
+    own = {
+        name: digest
+        for name, digest in (recorded.items() if isinstance(recorded, dict) else ())
+        if name in CALIBRATOR_FILES
+        and (out / name).is_file()
+        and digest == _sha256(out / name)
+    }
+    foreign = [name for name in writes if (out / name).exists() and name not in own]
+    if foreign:
+        raise InputError(
+            f"--out {out}: {', '.join(foreign)} there was not written by bayescal, or "
+            "was changed since (its report.json does not record it); --force replaces "
+            "only report files: move it away or choose another --out; nothing was "
+            "written"
+        )
+    return own
+
+
 def run_evaluate(
     file: str,
     *,
@@ -961,6 +1004,10 @@ def run_evaluate(
     out_dir = pathlib.Path(out)
     stat_input(file)  # a name too long, a device: refused first (nothing read)
     check_target(out_dir, force=force, names=REPORT_FILES, inputs=[file])  # before any work
+    writes = (() if recalibrate is None
+              else tuple(n for n in CALIBRATOR_FILES if n != "recalibrator.npz")
+              if recalibrate == "conformal" else ("recalibrator.npz",))
+    own = _own_calibrators(out_dir, writes) if out_dir.is_dir() else {}
     if recalibrate is not None and recalibrate not in RECALIBRATORS:
         raise InputError(f"--recalibrate must be one of {', '.join(RECALIBRATORS)}")
     if not 0 < calibration_fraction < 1:
@@ -1100,6 +1147,8 @@ def run_evaluate(
                 save_calibrator(calibrator, tmp / name)
             report["recalibration"]["files"] = [str(out_dir / k)
                                                 for k in recal["_calibrators"]]
+            own.update({k: _sha256(tmp / k) for k in recal["_calibrators"]})
+        report["calibrator_files"] = own
         report["plots"] = [str(out_dir / name) for name in names]
         report["html"] = str(out_dir / "report.html")
         for s in sections:

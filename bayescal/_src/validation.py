@@ -864,7 +864,7 @@ def _message(c: _Check) -> str:
     if c.kind in ("finite", "positive", "nonnegative", "unit") and x.size:
         n_nan = _count(jnp.isnan(x))
         n_inf = _count(jnp.isinf(x))
-        if n_nan or (n_inf and c.kind != "unit"):
+        if n_nan or n_inf:
             return (
                 f"{name} contains {n_nan} NaN and {n_inf} infinite values; all {what} "
                 "must be finite. Drop or impute those observations first."

@@ -786,7 +786,7 @@ def hosmer_lemeshow(
     from bayescal.classification._tests import HosmerLemeshowTest
 
     data = _binned(y_true, y_prob, None, bins, "quantile")
-    if data is None:
+    if data is None or data[1].size < bins:  # too few observations: the kernel raises
         return None
     y, p, _, _, idx = data
     n_k = np.bincount(idx, minlength=bins).astype(np.float64)

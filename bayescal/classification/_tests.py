@@ -191,7 +191,7 @@ def _spiegelhalter_kernel(y, p, w):
     num = jnp.sum(ww * (y - p) * c)
     var = jnp.sum(ww * c * c * p * (1 - p))
     z = (num / jnp.sqrt(var)).astype(p.dtype)
-    return SpiegelhalterTest(z, erfc(jnp.abs(z) / jnp.sqrt(2.0).astype(p.dtype)))
+    return SpiegelhalterTest(z, erfc(jnp.abs(z) / jnp.sqrt(2.0).astype(p.dtype))), var
 
 
 @host_first(_host.spiegelhalter_z)
@@ -224,8 +224,8 @@ def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> Spiegel
     :math:`y_i \sim \mathrm{Bernoulli}(p_i)` independently; the p-value is two-sided,
     :math:`\operatorname{erfc}(|z| / \sqrt 2)`. The size at the 5% level is checked by
     simulation in the tests. When every :math:`p_i` is 0, 1/2 or 1 the denominator is 0
-    and :math:`z` is NaN or infinite. ``jax.jit`` and ``jax.vmap`` work; there invalid
-    values give NaN.
+    and :math:`z` undefined: a ``ValueError`` says so. ``jax.jit`` and ``jax.vmap``
+    work; there invalid values (and that case) give NaN.
 
     References
     ----------
@@ -241,7 +241,17 @@ def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> Spiegel
     """
     y, p = binary_inputs(y_true, y_prob)
     w = observation_weights(weights, p)
-    return _spiegelhalter_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype))
+    test, var = _spiegelhalter_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype))
+    _v.check_less_equal(
+        jnp.asarray(jnp.finfo(var.dtype).tiny, var.dtype),
+        var,
+        "y_prob",
+        "must not all be 0, 1/2 or 1 (among the observations of weight > 0): the "
+        "variance of the test, sum((1 - 2 p)^2 p (1 - p)), is then 0 and z undefined. "
+        "With every probability 1/2 the Brier score does not depend on the labels; use "
+        "hosmer_lemeshow or a reliability diagram instead",
+    )
+    return test
 
 
 # --------------------------------------------------------------------------- Hosmer-Lemeshow
@@ -379,6 +389,14 @@ def hosmer_lemeshow(
     else:
         dof = _v.check_positive_int(dof, "dof")
     y, p = binary_inputs(y_true, y_prob)
+    _v.check_less_equal(
+        jnp.asarray(num_bins),
+        jnp.asarray(_v.observation_count(p)),  # traced in a bucketed call
+        "bins",
+        f"must be at most the number of observations; got bins={num_bins} for fewer "
+        "(empty groups leave the chi-square reference meaningless). Pass fewer bins: "
+        "groups of ten or more observations each, for the chi-square approximation",
+    )
     w = observation_weights(weights, p)
     mask = _v.observation_mask(p.shape[0])
     w = _v.mask_weights(w, p.shape, p.dtype)

@@ -320,8 +320,16 @@ def _host_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[np.ndarray, ...]:
     for a, name in ((y, "y_true"), (m, "loc")):
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{name} must be finite.")
-    if not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ValueError("scale must be finite and > 0.")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("scale must be finite.")
+    tiny = np.finfo(dtype).tiny
+    if np.any(s < tiny):  # a subnormal scale is flushed to 0 on the device (as crps_normal)
+        raise ValueError(
+            f"scale must be strictly positive, at least the smallest normal {dtype.name} "
+            f"({float(tiny):.6g}); got {int(np.sum(s < tiny))} values below it (min "
+            f"{float(s.min())!r}). A predictive scale must be > 0: pass standard "
+            "deviations, not log-scales or variances of 0."
+        )
     return y, m, s
 
 
