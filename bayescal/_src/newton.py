@@ -552,7 +552,8 @@ def bucketed_fit(
 def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **static: Any):
     """``kernel(params, x, **static)`` for a calibrator's call, compiled once per bucket.
 
-    ``kernel`` maps ``x [N, ...]`` row by row (a :func:`fast_jit` function). A
+    ``kernel`` maps ``x [N, ...]`` row by row (a :func:`fast_jit` function; its result
+    an array or a tuple of arrays, each ``[N, ...]``). A
     :func:`~bayescal._src.validation.paddable` ``x`` is padded on the host to :func:`bucket_size` rows (repeating
     the last row) and the result sliced back in NumPy, so a new ``N`` in a bucket
     compiles nothing; other inputs (traced, sharded, 0-d) go through as they are.
@@ -570,4 +571,4 @@ def apply_bucketed(kernel: Callable[..., Any], params: Any, x: jax.Array, **stat
     if size == n:
         return kernel(params, x, **static)
     out = kernel(params, jax.device_put(pad_axis(x, size, axis=0)), **static)
-    return _v.slice_without_program(out, slice(0, n))
+    return jax.tree_util.tree_map(lambda a: _v.slice_without_program(a, slice(0, n)), out)

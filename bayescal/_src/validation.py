@@ -287,12 +287,11 @@ def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
     (not bfloat16), HOST_CHECK_MAX_SIZE values at most; equal to ``_flags``
     (tests/test_core.py).
     """
-    host = [host_copy(a) for c in checks for a in c.arrays]
-    if (
-        any(h is None for h in host)
-        or sum(h.size for h in host) > HOST_CHECK_MAX_SIZE
-        or any(h.dtype.kind not in "biuf" for h in host)
-    ):
+    arrays = [a for c in checks for a in c.arrays]
+    if sum(int(np.size(a)) for a in arrays) > HOST_CHECK_MAX_SIZE:
+        return None  # sized first: no host copy of what the compiled pass checks
+    host = [host_copy(a) for a in arrays]
+    if any(h is None for h in host) or any(h.dtype.kind not in "biuf" for h in host):
         return None
     flags, it = [], iter(host)
     try:

@@ -1377,14 +1377,7 @@ class TopLabelCalibrator:
         cals = tuple(
             c._bucketed() if isinstance(c, IsotonicCalibrator) else c for c in self.calibrators
         )
-        both = newton.apply_bucketed(_top_label_apply, cals, p)  # [N, 2]
-        if _v.is_concrete(both) and _v.on_one_device(both):
-            # split on the host: slicing on the device compiles a program per N
-            b = np.asarray(both)
-            return TopLabelPrediction(
-                jax.device_put(b[:, 0].astype(np.int32)), jax.device_put(b[:, 1])
-            )
-        return TopLabelPrediction(both[:, 0].astype(jnp.int32), both[:, 1])
+        return TopLabelPrediction(*newton.apply_bucketed(_top_label_apply, cals, p))
 
 
 @newton.fast_jit
@@ -1393,9 +1386,7 @@ def _top_label_apply(calibrators: tuple, p: jax.Array):
     confidence = jnp.max(p, axis=1)
     q = jnp.stack([cal._map(confidence) for cal in calibrators], axis=1).astype(p.dtype)
     confidence = jnp.take_along_axis(q, label[:, None], axis=1)[:, 0]
-    # one [N, 2] array (the class index is exact in floats): apply_bucketed cuts one
-    # array back to N rows
-    return jnp.stack([label.astype(p.dtype), confidence], axis=1)
+    return label.astype(jnp.int32), confidence
 
 
 def fit_top_label(
