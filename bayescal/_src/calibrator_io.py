@@ -638,9 +638,11 @@ def load_calibrator(path: str | os.PathLike) -> Any:
     ------
     CalibratorFileError
         (a ``ValueError``) for any bad file: not an ``.npz`` archive, a missing or
-        malformed description, an unknown class, missing or extra fields, option
-        values out of range (e.g. ``input="banana"``, ``eps=5``), non-finite arrays,
-        decreasing thresholds, negative temperatures or shapes. The message names the
+        malformed description, an unknown class, missing or extra fields, a member
+        whose declared shape does not match its bytes or that inflates beyond the
+        limit below, option values out of range (e.g. ``input="banana"``,
+        ``eps=5``), non-finite arrays, decreasing thresholds, negative temperatures or
+        shapes, Venn-ABERS tables with ``p0 > p1``. The message names the
         file and the field.
     FileNotFoundError
         When ``path`` does not exist.
@@ -651,8 +653,12 @@ def load_calibrator(path: str | os.PathLike) -> Any:
 
     Notes
     -----
-    Reads with ``np.load(..., allow_pickle=False)``: loading never unpickles. A
-    float64 calibrator loaded while JAX's x64 mode is off becomes float32.
+    Loading never unpickles. Only the archive members a field refers to are read
+    (the names of others are reported), each after its ``.npy`` header is checked
+    against the bytes the member holds and the member's size against its compressed
+    size (at most 100 times it, plus 64 MiB): a small file cannot ask for terabytes.
+    A float64 calibrator loaded while JAX's x64 mode is off becomes float32. The file
+    of either branch loads in a fresh process, whichever modules it imported.
 
     Examples
     --------
