@@ -6,7 +6,10 @@ FILE) end with one line on stderr naming the problem and exit status 2, never a
 traceback. Ctrl-C ends a run with "interrupted" and exit status 130, whatever was
 running (:mod:`bayescal._cli.interrupt`). Output folders are written all at once or
 not at all, and never overwrite anything without ``--force``. Text the terminal's
-encoding cannot show (a file name) is printed escaped.
+encoding cannot show (a file name) is printed escaped, and so is every control
+character (``\\x1b``, ``\\x07``, ``\\x9b``; not newline and tab) that anything prints,
+so that a column or file name cannot drive the terminal; a long name in a message is
+cut, with its length (:func:`bayescal._cli.options.shown`).
 
 Both commands switch on JAX's persistent compilation cache
 (:func:`bayescal.enable_compilation_cache`, in the user's cache folder or
@@ -23,10 +26,18 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
+from typing import TextIO
 
 from bayescal._cli import interrupt
 from bayescal._cli import options as _o
-from bayescal._cli.options import OneLineParser, UserError, bounded_float, bounded_int
+from bayescal._cli.options import (
+    OneLineParser,
+    UserError,
+    bounded_float,
+    bounded_int,
+    escaped,
+    shown,
+)
 
 __all__ = ["main"]
 
@@ -54,7 +65,7 @@ def _enable_cache(args) -> None:
     if args.no_cache or os.environ.get("BAYESCAL_NO_CACHE", "") not in ("", "0"):
         return
     path = args.cache_dir or os.environ.get("BAYESCAL_CACHE_DIR") or None
-    from bayescal._src.compilation_cache import enable_compilation_cache
+    from bayescal import enable_compilation_cache
 
     try:
         with warnings.catch_warnings():
@@ -261,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return interrupt.EXIT_STATUS
             if isinstance(err, OSError):
                 # a system error the checks did not anticipate: still one line, exit 2
-                where = f"{err.filename}: " if err.filename else ""
+                where = f"{shown(err.filename)}: " if err.filename else ""
                 err = UserError(f"{where}{err.strerror or err}")
             if not isinstance(err, UserError):
                 raise
@@ -316,11 +327,33 @@ def _run(argv: Sequence[str] | None, command: list[str]) -> None:
             raise UserError(first) from None
 
 
+class _Escaping:
+    """A text stream that writes through to ``unescaped`` with the control characters
+    escaped (:func:`bayescal._cli.options.escaped`); the rest is the stream's own."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.unescaped = stream
+
+    def write(self, text: str) -> int:
+        self.unescaped.write(escaped(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self.unescaped, name)
+
+
 @contextlib.contextmanager
 def _printable_streams() -> Iterator[None]:
     """Print what the terminal's encoding cannot show (a file name in UTF-8 under
     ``PYTHONIOENCODING=ascii`` or a C locale, bytes that are not UTF-8) escaped, as
-    ``\\xe9``, instead of failing with ``UnicodeEncodeError`` after the computation."""
+    ``\\xe9``, instead of failing with ``UnicodeEncodeError`` after the computation; and
+    the control characters of whatever is printed (a column or file name from the
+    user's data in a message or a table) escaped, as ``\\x1b``: nothing printed can set
+    the terminal's title, clear it or move its cursor (:class:`_Escaping`)."""
     changed = []
     for stream in (sys.stdout, sys.stderr):
         errors = getattr(stream, "errors", None)
@@ -330,9 +363,12 @@ def _printable_streams() -> Iterator[None]:
             except (ValueError, OSError, AttributeError):
                 continue
             changed.append((stream, errors))
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (_Escaping(s) if s is not None else s for s in saved)
     try:
         yield
     finally:
+        sys.stdout, sys.stderr = saved
         for stream, errors in changed:
             with contextlib.suppress(ValueError, OSError, AttributeError):
                 stream.reconfigure(errors=errors)

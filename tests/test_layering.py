@@ -72,3 +72,12 @@ def test_the_import_finder_sees_lazy_and_relative_imports(tmp_path):
     probe.write_text("def f():\n    from bayescal.regression import _pit\nfrom . import validation\n")
     found = _imports(probe, root=tmp_path)
     assert "bayescal.regression._pit" in found and "bayescal._src.validation" in found
+
+
+@pytest.mark.parametrize(
+    "path", [PACKAGE / "cli.py", *_modules("_cli")], ids=lambda p: p.name
+)
+def test_the_command_line_imports_no_src_module(path):
+    # the command line is built on the public modules (issue "One library", item 3)
+    bad = sorted(m for m in _imports(path) if m.startswith("bayescal._src"))
+    assert not bad, f"{path.name} imports {bad}"

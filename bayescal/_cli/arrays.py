@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from bayescal._cli.csv_layouts import InputError
+from bayescal._cli.options import shown
 
 
 @dataclass
@@ -87,8 +88,8 @@ class DrawSource:
             change = (f"{was:,} bytes, now {size:,}" if size is not None and size != was
                       else "modified" if now else "removed")
             raise InputError(
-                f"{self.path}: could not be read (the file changed while it was read: "
-                f"{change}); run again when it is complete"
+                f"{shown(self.path)}: could not be read (the file changed while it was "
+                f"read: {change}); run again when it is complete"
             )
 
     def close(self) -> None:
@@ -109,9 +110,8 @@ def unreadable(path: object, err: BaseException) -> InputError:
     """The error for a file whose data cannot be read (a corrupted compressed chunk, a
     file truncated or removed while it is read): the reader's reason, one line."""
     msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
-    return InputError(
-        f"{path}: could not be read ({type(err).__name__}{': ' + msg[:200] if msg else ''})"
-    )
+    why = type(err).__name__ + (f": {msg[:200]}" if msg else "")
+    return InputError(f"{shown(path)}: could not be read ({why})")
 
 
 @contextlib.contextmanager
@@ -133,7 +133,13 @@ def in_memory(y: np.ndarray, draws: np.ndarray, source: str) -> DrawSource:
 
 
 def _describe(var) -> str:
-    return "(" + ", ".join(f"{d}={n}" for d, n in zip(var.dims, var.shape, strict=True)) + ")"
+    pairs = zip(var.dims, var.shape, strict=True)
+    return "(" + ", ".join(f"{shown(d)}={n}" for d, n in pairs) + ")"
+
+
+def _names(names) -> str:
+    """Names from the file (groups, variables, dims) for a message (see :func:`shown`)."""
+    return ", ".join(shown(n) for n in names)
 
 
 def open_lazy(
@@ -145,13 +151,14 @@ def open_lazy(
     """
     import xarray as xr
 
+    where = shown(path)  # for messages
     engine = None
     if fmt == "zarr":
         try:
             import zarr  # noqa: F401
         except ImportError:
             raise InputError(
-                f"{path}: reading zarr needs the optional zarr package (pip install zarr)"
+                f"{where}: reading zarr needs the optional zarr package (pip install zarr)"
             ) from None
         engine = "zarr"
     # taken before opening: a file that changes from now on is refused (check_unchanged)
@@ -161,7 +168,8 @@ def open_lazy(
     except Exception as err:  # noqa: BLE001 - any reader failure is a bad file
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise InputError(
-            f"{path}: not a readable ArviZ {'zarr store' if fmt == 'zarr' else 'NetCDF file'} "
+            f"{where}: not a readable ArviZ "
+            f"{'zarr store' if fmt == 'zarr' else 'NetCDF file'} "
             f"({type(err).__name__}: {msg[:200]})"
         ) from None
     try:
@@ -176,12 +184,13 @@ def open_lazy(
 
 
 def _align(path, tree, var_name, fmt) -> DrawSource:
+    where = shown(path)  # for messages
     groups = [g.lstrip("/") for g in tree.groups if g != "/"]
     missing = [g for g in ("posterior_predictive", "observed_data") if g not in groups]
     if missing:
         raise InputError(
-            f"{path}: missing group(s) {', '.join(missing)}; the file has: "
-            f"{', '.join(groups) or 'none'}"
+            f"{where}: missing group(s) {', '.join(missing)}; the file has: "
+            f"{_names(groups) or 'none'}"
         )
     pp = tree["posterior_predictive"].to_dataset()
     obs = tree["observed_data"].to_dataset()
@@ -189,34 +198,36 @@ def _align(path, tree, var_name, fmt) -> DrawSource:
     if var_name is None:
         if len(shared) != 1:
             raise InputError(
-                f"{path}: {'no' if not shared else 'several'} variables in both "
-                f"posterior_predictive and observed_data ({', '.join(shared) or 'none'}); "
+                f"{where}: {'no' if not shared else 'several'} variables in both "
+                f"posterior_predictive and observed_data ({_names(shared) or 'none'}); "
                 "choose one with --var-name"
             )
         var_name = shared[0]
     elif var_name not in shared:
         raise InputError(
-            f"{path}: variable '{var_name}' not in both groups; available: "
-            f"{', '.join(shared) or 'none'}"
+            f"{where}: variable '{shown(var_name)}' not in both groups; available: "
+            f"{_names(shared) or 'none'}"
         )
     pv, ov = pp[var_name], obs[var_name]
-    pname, oname = f"posterior_predictive/{var_name}", f"observed_data/{var_name}"
+    # for messages (DrawSource.name too)
+    pname, oname = (f"{group}/{shown(var_name)}"
+                    for group in ("posterior_predictive", "observed_data"))
     for v, name in ((pv, pname), (ov, oname)):
         if not (np.issubdtype(v.dtype, np.number) or v.dtype == bool):
-            raise InputError(f"{path}: {name} has dtype {v.dtype}; numbers are needed")
+            raise InputError(f"{where}: {name} has dtype {v.dtype}; numbers are needed")
     absent = [d for d in ov.dims if d not in pv.dims]
     wrong = [d for d in ov.dims if d in pv.dims and pv.sizes[d] != ov.sizes[d]]
     if absent or wrong:
         what = []
         if absent:
-            what.append(f"observation dim(s) {', '.join(absent)} missing in {pname}")
+            what.append(f"observation dim(s) {_names(absent)} missing in {pname}")
         if wrong:
             what.append(
                 "size mismatch in "
-                + ", ".join(f"{d} ({pv.sizes[d]} vs {ov.sizes[d]})" for d in wrong)
+                + ", ".join(f"{shown(d)} ({pv.sizes[d]} vs {ov.sizes[d]})" for d in wrong)
             )
         raise InputError(
-            f"{path}: {'; '.join(what)}: {pname} has dims {_describe(pv)}, {oname} has "
+            f"{where}: {'; '.join(what)}: {pname} has dims {_describe(pv)}, {oname} has "
             f"{_describe(ov)}; draws and observations are aligned by dim names"
         )
     for d in ov.dims:
@@ -224,12 +235,13 @@ def _align(path, tree, var_name, fmt) -> DrawSource:
             a, b = pv.coords[d].values, ov.coords[d].values
             if a.shape != b.shape or not np.array_equal(a, b):
                 raise InputError(
-                    f"{path}: the coordinates of dim {d} differ between {pname} and {oname}"
+                    f"{where}: the coordinates of dim {shown(d)} differ between {pname} and "
+                    f"{oname}"
                 )
     sample_dims = tuple(d for d in pv.dims if d not in ov.dims)
     if not sample_dims:
         raise InputError(
-            f"{path}: {pname} has no sample dims beside the observation dims "
+            f"{where}: {pname} has no sample dims beside the observation dims "
             f"{_describe(pv)}; expected (chain, draw, ...)"
         )
     obs_dims = tuple(ov.dims)
@@ -237,7 +249,7 @@ def _align(path, tree, var_name, fmt) -> DrawSource:
     y = np.asarray(ov.values, dtype=np.float64).reshape(-1)
     num_draws = math.prod(pv.sizes[d] for d in sample_dims)
     if num_draws < 1 or y.size < 1:
-        raise InputError(f"{path}: {pname} {_describe(pv)} holds no draws or observations")
+        raise InputError(f"{where}: {pname} {_describe(pv)} holds no draws or observations")
     return DrawSource(
         y=y,
         num_draws=num_draws,

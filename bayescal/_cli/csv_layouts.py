@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from bayescal._cli.options import shown
+
 LAYOUTS = ("normal", "draws", "quantiles", "binary")
 LAYOUT_HELP = (
     "normal (y,loc,scale), draws (y,draw_0,...,draw_{S-1}), "
@@ -43,8 +45,9 @@ class InputError(Exception):
 
 
 def _found(columns: list[str]) -> str:
-    shown = columns if len(columns) <= 12 else [*columns[:10], "...", columns[-1]]
-    return ", ".join(shown)
+    """Column names for a message (see :func:`shown`), at most 11 of them."""
+    names = [shown(c) for c in columns]
+    return ", ".join(names if len(names) <= 12 else [*names[:10], "...", names[-1]])
 
 
 def _open_text(path: pathlib.Path, data: bytes | None):
@@ -54,6 +57,7 @@ def _open_text(path: pathlib.Path, data: bytes | None):
 
 
 def _read_header(path: pathlib.Path, data: bytes | None = None) -> list[str]:
+    where = shown(path)  # for messages
     try:
         with _open_text(path, data) as f:
             first = ""
@@ -62,17 +66,18 @@ def _read_header(path: pathlib.Path, data: bytes | None = None) -> list[str]:
                     first = line
                     break
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not a UTF-8 text CSV file ({err.reason})") from None
+        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})") from None
     except OSError as err:
-        raise InputError(f"{path}: cannot read the file ({err.strerror})") from None
+        raise InputError(f"{where}: cannot read the file ({err.strerror})") from None
     if not first:
-        raise InputError(f"{path}: the CSV file is empty")
+        raise InputError(f"{where}: the CSV file is empty")
     header = [h.strip() for h in next(csv.reader([first]))]
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
-        raise InputError(f"{path}: duplicate column names in the header: {', '.join(dupes)}")
+        raise InputError(f"{where}: duplicate column names in the header: {_found(dupes)}")
     if any(h == "" for h in header):
-        raise InputError(f"{path}: the header has an empty column name (found: {_found(header)})")
+        raise InputError(
+            f"{where}: the header has an empty column name (found: {_found(header)})")
     return header
 
 
@@ -100,16 +105,17 @@ def _complete(layout: str, take: list[str]) -> bool:
 
 def detect_layout(path: pathlib.Path, header: list[str], layout: str | None):
     """Resolve the layout: (layout, columns taken, columns ignored)."""
+    where = shown(path)  # for messages
     accepted = f"accepted layouts: {LAYOUT_HELP}"
     if "y" not in header:
         raise InputError(
-            f"{path}: no 'y' column (found: {_found(header)}); {accepted}"
+            f"{where}: no 'y' column (found: {_found(header)}); {accepted}"
         )
     if layout is not None:
         take, other = _match(layout, header)
         if not _complete(layout, take):
             raise InputError(
-                f"{path}: --layout {layout} needs the columns "
+                f"{where}: --layout {layout} needs the columns "
                 f"{LAYOUT_HELP.split(layout + ' (')[1].split(')')[0]} "
                 f"(found: {_found(header)})"
             )
@@ -121,7 +127,7 @@ def detect_layout(path: pathlib.Path, header: list[str], layout: str | None):
             exact.append((name, take, other))
     if len(exact) != 1:
         raise InputError(
-            f"{path}: the columns do not match one layout (found: {_found(header)}); "
+            f"{where}: the columns do not match one layout (found: {_found(header)}); "
             f"{accepted}; rename or remove the other columns, or pass --layout to "
             "choose one and ignore the rest"
         )
@@ -135,6 +141,7 @@ def read_csv(path: pathlib.Path, layout: str | None, data: bytes | None = None) 
     """
     import pandas as pd
 
+    where = shown(path)  # for messages
     header = _read_header(path, data)
     layout, take, ignored = detect_layout(path, header, layout)
     wanted = ["y", *take]
@@ -146,23 +153,23 @@ def read_csv(path: pathlib.Path, layout: str | None, data: bytes | None = None) 
             frame = _read_frame(pd, path if data is None else io.BytesIO(data))
     except pd.errors.ParserWarning:
         raise InputError(
-            f"{path}: a row has more fields than the header ({len(header)} columns: "
+            f"{where}: a row has more fields than the header ({len(header)} columns: "
             f"{_found(header)})"
         ) from None
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not a UTF-8 text CSV file ({err.reason})") from None
+        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "Calling read(nbytes) on source failed" in first:
             # pandas' C reader reports so any failure of the read itself (an I/O error;
             # also Ctrl-C, which bayescal.cli.main reports as an interruption)
-            raise InputError(f"{path}: could not be read (the read call failed)") from None
-        raise InputError(f"{path}: not a well-formed CSV file ({first})") from None
+            raise InputError(f"{where}: could not be read (the read call failed)") from None
+        raise InputError(f"{where}: not a well-formed CSV file ({shown(first)})") from None
     except OSError as err:
-        raise InputError(f"{path}: cannot read the file ({err.strerror})") from None
+        raise InputError(f"{where}: cannot read the file ({err.strerror})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
     if len(frame) == 0:
-        raise InputError(f"{path}: the CSV file has a header but no data rows")
+        raise InputError(f"{where}: the CSV file has a header but no data rows")
     cols: dict[str, np.ndarray] = {}
     for name in wanted:
         col = frame[name]
@@ -174,7 +181,8 @@ def read_csv(path: pathlib.Path, layout: str | None, data: bytes | None = None) 
             if bad.any():
                 i = int(np.flatnonzero(bad.to_numpy())[0])
                 raise InputError(
-                    f"{path}: column '{name}' is not numeric (value {str(col.iloc[i])!r} "
+                    f"{where}: column '{shown(name)}' is not numeric (value "
+                    f"{shown(repr(str(col.iloc[i])))} "
                     f"in data row {i + 1})"
                 )
             col = num
@@ -195,6 +203,7 @@ def _read_frame(pd, path):
 
 
 def _task(path, layout, take, ignored, cols) -> dict[str, Any]:
+    where = shown(path)  # for messages
     task: dict[str, Any] = {"layout": layout, "ignored": ignored, "y": cols["y"]}
     if layout == "normal":
         task.update(loc=cols["loc"], scale=cols["scale"], source="csv (Normal loc/scale)")
@@ -203,7 +212,7 @@ def _task(path, layout, take, ignored, cols) -> dict[str, Any]:
     elif layout == "draws":
         if len(take) < 2:
             raise InputError(
-                f"{path}: only {len(take)} draw column ({', '.join(take)}); the draws "
+                f"{where}: only {len(take)} draw column ({_found(take)}); the draws "
                 "layout needs at least 2 (draw_0, draw_1, ...)"
             )
         task.update(
@@ -214,13 +223,13 @@ def _task(path, layout, take, ignored, cols) -> dict[str, Any]:
         levels = np.array([float(c[2:]) for c in take])
         if len(take) < 2:
             raise InputError(
-                f"{path}: only {len(take)} quantile column ({', '.join(take)}); the "
+                f"{where}: only {len(take)} quantile column ({_found(take)}); the "
                 "quantiles layout needs at least 2 levels (q_0.1, q_0.9, ...)"
             )
         if np.any(np.diff(levels) <= 0) or levels[0] < 0 or levels[-1] > 1:
             raise InputError(
-                f"{path}: quantile levels must be distinct and in [0, 1] "
-                f"(found: {', '.join(take)})"
+                f"{where}: quantile levels must be distinct and in [0, 1] "
+                f"(found: {_found(take)})"
             )
         task.update(
             quantiles=np.stack([cols[c] for c in take]),

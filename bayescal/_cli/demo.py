@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
+import sys
 import time
 import warnings
+from collections.abc import Iterator
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +21,19 @@ from bayescal._cli.report import format_table
 from bayescal.datasets import load_diabetes
 
 LEVELS_90 = 0.9
+
+
+@contextlib.contextmanager
+def _progress_stream() -> Iterator[None]:
+    """The sampler's progress bar redraws its line with ``\\r``, which the command
+    line's stderr writes escaped (``bayescal.cli._Escaping``): while it samples, which
+    prints no user data, stderr is the terminal's own stream."""
+    wrapped = sys.stderr
+    sys.stderr = getattr(wrapped, "unescaped", wrapped)
+    try:
+        yield
+    finally:
+        sys.stderr = wrapped
 
 
 def _split(n: int, rng: np.random.Generator, fractions=(0.5, 0.25)):
@@ -197,9 +213,9 @@ def _classification_part(seed, num_samples, num_warmup, progress):
         num_samples=num_samples,
         progress_bar=progress,
     )
-    mcmc.run(
-        jax.random.key(seed + 1), jnp.asarray(X_tr), jnp.asarray(y[tr], dtype=jnp.float32)
-    )
+    with _progress_stream():
+        mcmc.run(jax.random.key(seed + 1), jnp.asarray(X_tr),
+                 jnp.asarray(y[tr], dtype=jnp.float32))
     samples = mcmc.get_samples()
     p_ca = bn.predictive_probs(_logistic_model, samples, jnp.asarray(X_ca))
     p_te = bn.predictive_probs(_logistic_model, samples, jnp.asarray(X_te))
@@ -331,7 +347,8 @@ def run_demo(
         num_samples=num_samples,
         progress_bar=progress,
     )
-    mcmc.run(k_mcmc, jnp.asarray(X_tr), jnp.asarray(y_tr))
+    with _progress_stream():
+        mcmc.run(k_mcmc, jnp.asarray(X_tr), jnp.asarray(y_tr))
     samples = mcmc.get_samples()
     rows, extras, pits = _regression_rows(
         samples,

@@ -34,6 +34,7 @@ from bayescal._cli.arrays import (
     unreadable,
 )
 from bayescal._cli.csv_layouts import InputError, read_csv
+from bayescal._cli.options import shown
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.paths import read_stream, stat_input
 from bayescal._cli.report import Section, Table, format_sections, render_html
@@ -70,13 +71,13 @@ def load_task(
         else:
             fmt = "csv"
     if stat.S_ISDIR(st.st_mode) and fmt != "zarr":
-        raise InputError(f"{path}: is a folder, not a file (a zarr store needs --format zarr)")
+        raise InputError(f"{shown(path)}: is a folder, not a file (a zarr store needs --format zarr)")
     if data is not None and fmt == "zarr":
-        raise InputError(f"{path}: is a pipe or FIFO; a zarr store is a folder")
+        raise InputError(f"{shown(path)}: is a pipe or FIFO; a zarr store is a folder")
     if fmt in ("netcdf", "zarr"):
         if layout not in (None, "draws", "binary"):
             raise InputError(
-                f"{path}: --layout {layout} does not apply to {fmt} files (they hold draws)"
+                f"{shown(path)}: --layout {layout} does not apply to {fmt} files (they hold draws)"
             )
         src = open_lazy(path, fmt, var_name, data=data)
         return {"layout": "draws", "source": src.source, "y": src.y, "draws": src,
@@ -87,7 +88,7 @@ def load_task(
     task = read_csv(path, layout, data=data)
     if before is not None and file_signature(path_str) != before:
         raise InputError(
-            f"{path}: could not be read (the file changed while it was read); run again "
+            f"{shown(path)}: could not be read (the file changed while it was read); run again "
             "when it is complete"
         )
     if task["layout"] == "draws":
@@ -973,7 +974,7 @@ def _own_calibrators(out: pathlib.Path, writes: tuple[str, ...]) -> dict[str, st
     foreign = [name for name in writes if (out / name).exists() and name not in own]
     if foreign:
         raise InputError(
-            f"--out {out}: {', '.join(foreign)} there was not written by bayescal, or "
+            f"--out {shown(out)}: {', '.join(foreign)} there was not written by bayescal, or "
             "was changed since (its report.json does not record it); --force replaces "
             "only report files: move it away or choose another --out; nothing was "
             "written"
@@ -1021,7 +1022,7 @@ def run_evaluate(
         task["y"] = as_compute("y", task["y"], dtype)
         n = task["y"].size
         if n < 2:
-            raise InputError(f"{file}: only {n} observation; at least 2 are needed")
+            raise InputError(f"{shown(file)}: only {n} observation; at least 2 are needed")
         if isinstance(task.get("draws"), DrawSource):
             src = task["draws"]
             stats = draw_statistics(src, dtype, chunk_bytes=chunk_mb << 20)
@@ -1072,7 +1073,8 @@ def run_evaluate(
                 fraction=calibration_fraction, seed=seed, num_levels=num_levels,
                 bins=bins, dtype=dtype)
     except InputError as err:
-        raise InputError(f"{file}: {err}" if not str(err).startswith(str(file)) else
+        where = shown(file)
+        raise InputError(f"{where}: {err}" if not str(err).startswith(where) else
                          str(err)) from None
     finally:
         if isinstance(task.get("draws"), DrawSource):
@@ -1091,7 +1093,7 @@ def run_evaluate(
                 "are unreliable")
     sections = _sections(kind, result, loo_result, recal, label, split_info, caveats)
     head = f"{file}: {kind}, {n} observations, from {task['source']}"
-    print(head)
+    print(f"{shown(file)}: {kind}, {n} observations, from {shown(task['source'])}")
     print(f"data: {label}: {split_info['reason']}")
     print()
     print(format_sections(sections))
@@ -1159,7 +1161,7 @@ def run_evaluate(
                            sections, images)
         _write_text(tmp / "report.html", page)
         _write_text(tmp / "report.json", json.dumps(report, indent=2))
-    print(f"report: {out_dir / 'report.json'}, {out_dir / 'report.html'}")
+    print(f"report: {shown(out_dir / 'report.json')}, {shown(out_dir / 'report.html')}")
     return report
 
 

@@ -1,13 +1,52 @@
 """Argument types and the parser of the command line: every numeric option is bounded.
 
 Bad options end like every other bad input: one line on stderr, exit status 2 (no
-usage block, no traceback).
+usage block, no traceback). A name from the user (a column, a file, a variable, an
+option) is put into a message with :func:`shown`: its control characters escaped, and
+cut if it is long.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import os
+import re
+from collections.abc import Callable, Iterable
+
+# what a terminal acts on: C0 controls but tab and newline, DEL, C1 controls (8-bit CSI)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters written as Python writes them (``\\x1b``,
+    ``\\r``): printed, it cannot set the terminal's title, clear it or move its cursor.
+    Newline and tab are kept."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _fit(chars: Iterable[str], room: int) -> list[str]:
+    """The first of ``chars``, escaped, that fit in ``room`` characters."""
+    out: list[str] = []
+    for ch in chars:
+        room -= len(e := escaped(ch))
+        if room < 0:
+            break
+        out.append(e)
+    return out
+
+
+def shown(value: str | os.PathLike | bytes, width: int = 200, *, length: bool = True
+          ) -> str:
+    """A name or path from the user, for a message: control characters escaped, and if
+    longer than ``width`` characters cut in the middle (``start...end``) and followed by
+    its length (``(100,000 characters)``; ``length=False`` where the message says it)."""
+    text = os.fsdecode(value) if isinstance(value, (bytes, os.PathLike)) else str(value)
+    whole = escaped(text)
+    if len(whole) <= width:
+        return whole
+    half = (width - 3) // 2
+    cut = "".join(_fit(text, half)) + "..." + "".join(reversed(_fit(reversed(text), half)))
+    return f"{cut} ({len(text):,} characters)" if length else cut
 
 
 class UserError(Exception):
@@ -27,6 +66,7 @@ class OneLineParser(argparse.ArgumentParser):
     """
 
     def error(self, message: str):  # type: ignore[override]
+        message = " ".join(shown(word) for word in message.split(" "))  # the arguments
         raise UserError(f"{message} (see '{self.prog} --help')", prog=self.prog)
 
 
@@ -38,12 +78,11 @@ def bounded_int(name: str, low: int, high: int) -> Callable[[str], int]:
             value = int(text.strip(), 10)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low}, {high}]; got {text!r}"
+                f"expected an integer in [{low}, {high}]; got '{shown(text, 24)}'"
             ) from None
         if not low <= value <= high:
-            shown = text if len(text) <= 24 else text[:21] + "..."
             raise argparse.ArgumentTypeError(
-                f"must be in [{low}, {high}]; got {shown}"
+                f"must be in [{low}, {high}]; got {shown(text, 24)}"
             )
         return value
 
@@ -59,11 +98,11 @@ def bounded_float(name: str, low: float, high: float) -> Callable[[str], float]:
             value = float(text.strip())
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected a number in ({low:g}, {high:g}); got {text!r}"
+                f"expected a number in ({low:g}, {high:g}); got '{shown(text, 24)}'"
             ) from None
         if not low < value < high:  # NaN too
-            shown = text if len(text) <= 24 else text[:21] + "..."
-            raise argparse.ArgumentTypeError(f"must be in ({low:g}, {high:g}); got {shown}")
+            raise argparse.ArgumentTypeError(
+                f"must be in ({low:g}, {high:g}); got {shown(text, 24)}")
         return value
 
     convert.__name__ = "number"

@@ -23,8 +23,8 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from bayescal._cli import interrupt
-from bayescal._cli.options import UserError
-from bayescal._cli.paths import name_problem, shown
+from bayescal._cli.options import UserError, shown
+from bayescal._cli.paths import name_problem
 
 TMP_PREFIX = ".tmp-bayescal-"
 # room left in a path to --out for the names joined to it: "/" and a report file's
@@ -65,8 +65,8 @@ def _probe(folder: pathlib.Path, out: pathlib.Path) -> None:
         os.rmdir(tempfile.mkdtemp(dir=folder, prefix=TMP_PREFIX))
     except OSError as err:
         raise UserError(
-            f"--out {out}: cannot create a folder in {folder} ({err.strerror or err}); "
-            "choose another --out"
+            f"--out {shown(out)}: cannot create a folder in {shown(folder)} "
+            f"({err.strerror or err}); choose another --out"
         ) from None
 
 
@@ -83,26 +83,29 @@ def check_target(
     a folder or a special file in ``out``); ``inputs``: the files the command reads
     (``out`` may be neither one of them nor a folder containing one).
     """
+    named = shown(out)  # for messages
     problem = name_problem(out, room=_ROOM)
     if problem:  # else ENAMETOOLONG: a traceback, or an error after the computation
-        raise UserError(f"--out {shown(out)}: {problem}; choose a shorter --out")
+        raise UserError(
+            f"--out {shown(out, 60, length=False)}: {problem}; choose a shorter --out")
     if out.is_symlink() and not out.exists():
-        raise UserError(f"--out {out}: a broken symbolic link; remove it or choose another")
+        raise UserError(
+            f"--out {named}: a broken symbolic link; remove it or choose another")
     if out.exists() and not out.is_dir():
         raise UserError(
-            f"--out {out} is {_what(out)}, not a folder; choose another --out (--out is "
+            f"--out {named} is {_what(out)}, not a folder; choose another --out (--out is "
             "always a folder; --force never replaces anything but report files in it)"
         )
     for given in inputs:
         if _overlaps(out, given):
             raise UserError(
-                f"--out {out} is the input {given} or a folder containing it; choose "
-                "another --out (with or without --force)"
+                f"--out {named} is the input {shown(given)} or a folder containing it; "
+                "choose another --out (with or without --force)"
             )
     if out.is_dir():
         if any(out.iterdir()) and not force:
             raise UserError(
-                f"--out {out} exists and is not empty; choose another folder or pass "
+                f"--out {named} exists and is not empty; choose another folder or pass "
                 "--force to overwrite the report files in it"
             )
         _check_replaceable(out, names)
@@ -111,8 +114,8 @@ def check_target(
         parent = parent.parent
     if not parent.is_dir():
         raise UserError(
-            f"--out {out}: cannot create a folder in {parent} ({_what(parent)}, not a "
-            "folder); choose another --out"
+            f"--out {named}: cannot create a folder in {shown(parent)} ({_what(parent)}, "
+            "not a folder); choose another --out"
         )
     _probe(parent, out)  # the staging folder goes there
     if out.is_dir():
@@ -121,19 +124,20 @@ def check_target(
 
 def _check_replaceable(out: pathlib.Path, names: Iterable[str]) -> None:
     """Report files may replace regular files only: never a folder, device, FIFO, socket."""
+    named = shown(out)  # for messages
     targets = [out / name for name in names]
     blocked = [p.name for p in targets if p.is_dir()]
     if blocked:
         raise UserError(
-            f"--out {out}: {', '.join(blocked)} would overwrite a folder of that name; "
-            "remove it or choose another --out; nothing was written"
+            f"--out {named}: {', '.join(map(shown, blocked))} would overwrite a folder of "
+            "that name; remove it or choose another --out; nothing was written"
         )
     special = [p.name for p in targets if p.exists() and not p.is_file()]
     if special:
         raise UserError(
-            f"--out {out}: {', '.join(special)} would overwrite something that is not a "
-            "regular file (a device, FIFO or socket); remove it or choose another --out; "
-            "nothing was written"
+            f"--out {named}: {', '.join(map(shown, special))} would overwrite something "
+            "that is not a regular file (a device, FIFO or socket); remove it or choose "
+            "another --out; nothing was written"
         )
 
 
@@ -250,10 +254,11 @@ def staged_output(
                     shutil.rmtree(tmp, ignore_errors=True)
                 _remove_created(created)
             if isinstance(err, OSError):
-                doing = "write the report" if tmp is not None else f"create a folder in {parent}"
+                doing = ("write the report" if tmp is not None
+                         else f"create a folder in {shown(parent)}")
                 raise UserError(
-                    f"--out {out}: cannot {doing} ({err.strerror or err}); nothing was "
-                    "written"
+                    f"--out {shown(out)}: cannot {doing} ({err.strerror or err}); nothing "
+                    "was written"
                 ) from None
             raise
 

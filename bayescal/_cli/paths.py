@@ -19,6 +19,7 @@ import os
 import stat
 
 from bayescal._cli.csv_layouts import InputError
+from bayescal._cli.options import shown
 
 __all__ = ["STREAM_MAX_BYTES", "name_problem", "read_stream", "stat_input"]
 
@@ -28,15 +29,6 @@ STREAM_MAX_BYTES = 1 << 30
 
 _NAME_MAX = 255  # where the filesystem does not say
 _PATH_MAX = 4096
-
-
-def shown(path: str | os.PathLike, width: int = 60) -> str:
-    """``path`` for a message: a long one cut in the middle."""
-    text = os.fsdecode(path)
-    if len(text) <= width:
-        return text
-    half = (width - 3) // 2
-    return f"{text[:half]}...{text[-half:]}"
 
 
 def _limits(path: str | os.PathLike) -> tuple[int, int]:
@@ -89,24 +81,26 @@ def stat_input(path: str | os.PathLike) -> os.stat_result:
     Refuses what cannot be read as a file: a name too long for the system, and what is
     neither a regular file, a folder, nor a FIFO or pipe (a device, a socket).
     """
+    where = shown(path)  # for messages
     problem = name_problem(path)
     if problem:
-        raise InputError(f"FILE {shown(path)}: {problem}; rename or move the file")
+        raise InputError(
+            f"FILE {shown(path, 60, length=False)}: {problem}; rename or move the file")
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
+        raise InputError(f"{where}: no such file") from None
     except OSError as err:
         if err.errno == errno.ENAMETOOLONG:
             raise InputError(
-                f"FILE {shown(path)}: the name is too long for the system; rename or "
-                "move the file"
+                f"FILE {shown(path, 60, length=False)}: the name is too long for the "
+                "system; rename or move the file"
             ) from None
-        raise InputError(f"{path}: cannot read the file ({err.strerror or err})") from None
+        raise InputError(f"{where}: cannot read the file ({err.strerror or err})") from None
     mode = st.st_mode
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode)):
         raise InputError(
-            f"{path}: is {_kind(mode)}, not a file; FILE must be a regular file, a zarr "
+            f"{where}: is {_kind(mode)}, not a file; FILE must be a regular file, a zarr "
             "folder, or a pipe or FIFO (e.g. <(cat data.csv)) that ends"
         )
     return st
@@ -119,6 +113,7 @@ def read_stream(path: str | os.PathLike, limit: int | None = None) -> bytes:
     are read until the writer closes its end. More than ``limit`` bytes (default
     :data:`STREAM_MAX_BYTES`) is refused: an endless stream is not read forever.
     """
+    where = shown(path)  # for messages
     limit = STREAM_MAX_BYTES if limit is None else limit
     parts, total = [], 0
     try:
@@ -131,10 +126,10 @@ def read_stream(path: str | os.PathLike, limit: int | None = None) -> bytes:
                 total += len(part)
                 if total > limit:
                     raise InputError(
-                        f"{path}: the pipe or FIFO holds more than {limit:,} bytes, the "
+                        f"{where}: the pipe or FIFO holds more than {limit:,} bytes, the "
                         "most read from a stream (it is held in memory); save the data "
                         "to a regular file and pass that (regular files have no limit)"
                     )
     except OSError as err:
-        raise InputError(f"{path}: cannot read the file ({err.strerror or err})") from None
+        raise InputError(f"{where}: cannot read the file ({err.strerror or err})") from None
     return b"".join(parts)

@@ -13,6 +13,13 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bayescal._cli.options import shown
+
+#: The longest text line of a section printed whole (a note listing the columns that
+#: ``--layout`` ignored holds their names): a longer one is cut, with its length, on
+#: the terminal; the report files keep it whole.
+LINE_MAX = 1000
+
 
 @dataclass
 class Table:
@@ -66,7 +73,9 @@ def format_table(
 
 
 def format_sections(sections: Sequence[Section]) -> str:
-    """The sections as plain text, for the terminal."""
+    """The sections as plain text, for the terminal: text lines over :data:`LINE_MAX`
+    characters cut, and control characters escaped (see
+    :func:`bayescal._cli.options.shown`)."""
     parts = []
     for s in sections:
         block = [f"== {s.title}"] if s.title else []
@@ -74,7 +83,7 @@ def format_sections(sections: Sequence[Section]) -> str:
             if t.caption:
                 block.append(t.caption)
             block.append(format_table(t.header, t.rows, t.digits))
-        block.extend(s.lines)
+        block.extend(shown(line, LINE_MAX) for line in s.lines)
         parts.append("\n".join(block))
     return "\n\n".join(parts)
 
