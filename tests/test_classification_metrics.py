@@ -447,3 +447,24 @@ def test_binned_functions_share_one_default_bin_count(rng):
     np.testing.assert_allclose(
         float(clf.expected_calibration_error(y, p)), (w * gap).sum() / w.sum(), rtol=1e-4
     )
+
+
+# Issue "Verdicts a user can trust", item 5: probabilities passed as logits= gave a
+# plausible, wrong log-loss (0.437 where it is 0.112), without a word.
+@pytest.mark.parametrize("fn", [log_loss, brier_score], ids=["log_loss", "brier"])
+def test_probabilities_passed_as_logits_warn(fn):
+    import warnings
+
+    rng = np.random.default_rng(3)
+    p = rng.uniform(0.02, 0.98, size=200)
+    y = (rng.uniform(size=200) < p).astype(float)
+    for given in (p, p.tolist(), jnp.asarray(p)):
+        with pytest.warns(UserWarning, match="look like probabilities, not log-odds"):
+            wrong = fn(y, logits=given)
+        # the warning is right: the value is not the score of these probabilities
+        assert abs(float(wrong) - float(fn(y, p))) > 0.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # real log-odds, or probabilities as y_prob: silent
+        fn(y, logits=np.log(p / (1 - p)))
+        fn(y, p)
+        jax.jit(lambda z: fn(y, logits=z))(p)  # traced: not checked

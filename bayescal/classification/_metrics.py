@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import xlog1py, xlogy
 from jax.typing import ArrayLike
 
@@ -456,6 +458,41 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
+def _warns_on_probabilities_as_logits(fn: Any) -> Any:
+    """Warn when ``logits=`` holds values that all lie in [0, 1] (as ``fit_temperature``
+    does): probabilities passed as logits give a plausible, wrong score (log-loss 0.437
+    where it is 0.112). Checked on inputs in host memory (NumPy, lists, CPU arrays)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        logits = kwargs.get("logits")
+        if logits is not None and not isinstance(logits, jax.core.Tracer):
+            host = (
+                _v.host_copy(logits)
+                if isinstance(logits, jax.Array)
+                else np.asarray(logits)
+                if isinstance(logits, list | tuple | np.ndarray)
+                else None
+            )
+            if (
+                host is not None
+                and host.size
+                and host.dtype.kind in "biuf"
+                and bool(((host >= 0) & (host <= 1)).all())
+            ):
+                warnings.warn(
+                    f"{fn.__name__}: every value of logits lies in [0, 1]; these look "
+                    "like probabilities, not log-odds. Pass them as y_prob (the second "
+                    "argument), or logits=np.log(p / (1 - p)).",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_warns_on_probabilities_as_logits
 @host_first(_host.brier_score)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def brier_score(
@@ -488,6 +525,11 @@ def brier_score(
         input's dtype; ``[N]`` with ``reduction="none"``. Equals
         ``sklearn.metrics.brier_score_loss``.
 
+    Warns
+    -----
+    UserWarning
+        When every value of ``logits`` lies in [0, 1]: they look like probabilities.
+
     See Also
     --------
     brier_decomposition : Its exact CORP decomposition.
@@ -510,6 +552,7 @@ def brier_score(
     return _brier_kernel(y, x, w, is_logit=is_logit, reduction=reduction)
 
 
+@_warns_on_probabilities_as_logits
 @host_first(_host.log_loss)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def log_loss(
@@ -545,6 +588,11 @@ def log_loss(
     -------
     Array
         Scalar (``[N]`` with ``reduction="none"``), in the input's dtype.
+
+    Warns
+    -----
+    UserWarning
+        When every value of ``logits`` lies in [0, 1]: they look like probabilities.
 
     See Also
     --------
