@@ -81,7 +81,10 @@ def _hl_reference(y, p, g, dof):
         m = idx == k
         if m.any():
             o, e, nk = y[m].sum(), q[m].sum(), m.sum()
-            stat += (o - e) ** 2 / (e * (1 - e / nk))
+            if e * (1 - e / nk) > 0:
+                stat += (o - e) ** 2 / (e * (1 - e / nk))
+            elif o != e:  # an event where every prediction was 0 (or 1): certain
+                stat = np.inf
     return stat, scipy.stats.chi2.sf(stat, dof)
 
 
@@ -102,8 +105,37 @@ def test_hosmer_lemeshow_with_tied_probabilities_matches_numpy():
     p = rng.choice(np.array([0.1, 0.25, 0.5, 0.8], _dtype()), 300)
     y = (rng.random(300) < p).astype(np.float64)
     res = clf.hosmer_lemeshow(y, p)
-    stat, pv = _hl_reference(y, p, 10, 8)
+    # the default dof counts the 4 groups that hold observations (issue "Verdicts a user
+    # can trust", item 9: it was 8, and the test far too lenient)
+    stat, pv = _hl_reference(y, p, 10, 2)
+    assert int(res.dof) == 2
     np.testing.assert_allclose(float(res.statistic), stat, rtol=10 * TOL, atol=TOL)
+    np.testing.assert_allclose(float(res.p_value), pv, rtol=1e-3, atol=TOL)
+
+
+@pytest.mark.parametrize("host_path", [True, False], ids=["host", "kernel"])
+def test_hosmer_lemeshow_on_a_forest_like_model_with_events_at_zero(host_path):
+    # Issue "Verdicts a user can trust", item 9: p in {0, .2, .5, .8} x 250 with 6
+    # events at p = 0 gave statistic 1.23, dof 8, p = 0.996; probcal: dof 2, p = 0.
+    # An event where every prediction was 0 is certain miscalibration.
+    from bayescal.core import host_path as use_host
+
+    rng = np.random.default_rng(7)
+    p = np.repeat(np.array([0.0, 0.2, 0.5, 0.8], _dtype()), 250)
+    y = (rng.random(1000) < p).astype(np.float64)
+    y[:6] = 1.0
+    with use_host(host_path):
+        res = clf.hosmer_lemeshow(y, p)
+        assert int(res.dof) == 2 and float(res.statistic) == np.inf
+        assert float(res.p_value) == 0.0
+        y[:6] = 0.0  # no event at p = 0: an ordinary statistic on 4 groups
+        res = clf.hosmer_lemeshow(y, p)
+        stat, pv = _hl_reference(y, p, 10, 2)
+        assert int(res.dof) == 2
+        np.testing.assert_allclose(float(res.statistic), stat, rtol=10 * TOL, atol=TOL)
+        np.testing.assert_allclose(float(res.p_value), pv, rtol=1e-3, atol=TOL)
+        with pytest.raises(ValueError, match="must fill at least 3 of the groups"):
+            clf.hosmer_lemeshow(y[250:750], p[250:750])  # two distinct predictions
 
 
 @pytest.mark.parametrize("n", [7, 300])

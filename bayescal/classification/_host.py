@@ -777,9 +777,7 @@ def hosmer_lemeshow(
     """:func:`bayescal.classification.hosmer_lemeshow` on the host (unweighted)."""
     if weights is not None or type(bins) is not int or not 3 <= bins <= _MAX_BINS:
         return None
-    if dof is None:
-        dof = bins - 2
-    elif type(dof) is not int or dof < 1:
+    if dof is not None and (type(dof) is not int or dof < 1):
         return None
     from scipy.special import gammaincc
 
@@ -799,6 +797,12 @@ def hosmer_lemeshow(
     denom = pbar * (1 - pbar)
     keep = denom > 0
     stat = dt.type(np.sum(n_k[full][keep] * (ybar[keep] - pbar[keep]) ** 2 / denom[keep]))
+    if np.any(~keep & (ybar != pbar)):  # an event where every prediction was 0 (or 1)
+        stat = dt.type(np.inf)
+    if dof is None:
+        dof = int(full.sum()) - 2
+        if dof < 1:
+            return None  # too few filled groups: the kernel raises
     p_value = gammaincc(dof / 2, np.float64(stat) / 2)
     return HosmerLemeshowTest(
         _result(stat, dt),

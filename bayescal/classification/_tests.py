@@ -302,11 +302,18 @@ def _hl_kernel(y, p, mask, w, *, num_bins, dof):
     n_k = curve.weight.astype(p.dtype)
     pbar, ybar = curve.expected, curve.observed
     denom = pbar * (1 - pbar)
-    keep = (n_k > 0) & (denom > 0)
+    full = n_k > 0
+    keep = full & (denom > 0)
+    # a group predicted 0 (or 1) throughout with an event (a non-event) in it: certain
+    # miscalibration, an infinite term
+    certain = full & (denom <= 0) & (ybar != pbar)
     term = jnp.where(keep, n_k * (ybar - pbar) ** 2 / jnp.where(keep, denom, 1), 0)
+    term = jnp.where(certain, jnp.inf, term)
     stat = jnp.sum(term).astype(p.dtype)
-    p_value = gammaincc(jnp.asarray(dof / 2, p.dtype), stat / 2).astype(p.dtype)
-    return HosmerLemeshowTest(stat, jnp.asarray(dof, jnp.int32), p_value)
+    # by default the groups that hold observations (tied predictions leave some empty)
+    df = jnp.sum(full).astype(jnp.int32) - 2 if dof is None else jnp.asarray(dof, jnp.int32)
+    p_value = gammaincc((df / 2).astype(p.dtype), stat / 2).astype(p.dtype)
+    return HosmerLemeshowTest(stat, df, p_value)
 
 
 @host_first(_host.hosmer_lemeshow)
@@ -332,8 +339,10 @@ def hosmer_lemeshow(
         ``y_prob`` (the library's quantile binning, equal to ``np.quantile``; bins
         ``[e_k, e_{k+1})``, the last closed).
     dof : int, optional
-        The degrees of freedom of the reference :math:`\chi^2`. Default ``bins - 2``,
-        Hosmer & Lemeshow's for a logistic model **fitted on these data**. For
+        The degrees of freedom of the reference :math:`\chi^2`. Default: the number of
+        groups that hold observations minus 2 (``bins - 2`` unless tied predictions
+        leave groups empty), Hosmer & Lemeshow's for a logistic model **fitted on
+        these data**. For
         probabilities from a model fitted elsewhere (external validation, or
         probabilities that are given) the statistic is asymptotically
         :math:`\chi^2_g`: pass ``dof=bins``; with ``bins - 2`` there the test rejects
@@ -358,8 +367,14 @@ def hosmer_lemeshow(
     .. math:: \hat C = \sum_k \frac{(O_k - E_k)^2}{E_k (1 - E_k / n_k)}
                      = \sum_k \frac{n_k (\bar y_k - \bar p_k)^2}{\bar p_k (1 - \bar p_k)},
 
-    empty groups (tied probabilities repeat an edge) and groups with
-    :math:`\bar p_k \in \{0, 1\}` contribute 0. The sizes of both conventions are
+    empty groups (tied probabilities repeat an edge) contribute 0, and so do groups
+    with :math:`\bar p_k \in \{0, 1\}` whose outcomes agree; one with an event where
+    every prediction was 0 (or a non-event where it was 1) is certain
+    miscalibration: the statistic is ``inf`` and the p-value 0. Tied predictions (trees,
+    forests) fill fewer groups: the default ``dof`` counts only the groups that hold
+    observations (with probabilities in {0, 0.2, 0.5, 0.8} it is 2, not 8, as
+    probcal's). A ``ValueError`` is raised when fewer than 3 groups hold
+    observations. The sizes of both conventions are
     checked by simulation in the tests (``bins - 2`` on in-sample logistic fits,
     ``bins`` on given probabilities). ``jax.jit`` and ``jax.vmap`` work; there invalid
     values give NaN.
@@ -384,9 +399,7 @@ def hosmer_lemeshow(
             f"bins must be an int >= 3 (the test has bins - 2 degrees of freedom by "
             f"default); got {num_bins}."
         )
-    if dof is None:
-        dof = num_bins - 2
-    else:
+    if dof is not None:
         dof = _v.check_positive_int(dof, "dof")
     y, p = binary_inputs(y_true, y_prob)
     _v.check_less_equal(
@@ -400,7 +413,17 @@ def hosmer_lemeshow(
     w = observation_weights(weights, p)
     mask = _v.observation_mask(p.shape[0])
     w = _v.mask_weights(w, p.shape, p.dtype)
-    return _hl_kernel(y, p, mask, w, num_bins=num_bins, dof=dof)
+    test = _hl_kernel(y, p, mask, w, num_bins=num_bins, dof=dof)
+    if dof is None:
+        _v.check_less_equal(
+            jnp.asarray(1, jnp.int32),
+            test.dof,
+            "y_prob",
+            "must fill at least 3 of the groups (tied predictions leave groups empty, "
+            "and the default dof counts only the filled ones minus 2); the test needs "
+            "more distinct predictions, or pass dof explicitly",
+        )
+    return test
 
 
 # --------------------------------------------------------------------------- ICI
