@@ -509,3 +509,28 @@ def test_multiclass_deterministic_for_a_key_and_compiles_nothing_on_a_new_n():
     assert not np.array_equal(a.folds, clf.select_calibrator(y, p, key=3).folds)
     y2, p2 = _multiclass_data(301, seed=26)
     assert compilations_during(lambda: clf.select_calibrator(y2, p2, key=7)) == 0
+
+
+def test_two_columns_of_predict_proba_get_the_column_hint():
+    # Issue "Verdicts a user can trust", friction: scikit-learn's [N, 2] predict_proba
+    # got ".ravel()" as advice (which then fails on length), and select_calibrator took
+    # it silently as a multiclass problem (winner "vector", a DirichletCalibrator).
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.05, 0.95, size=60)
+    y = (rng.uniform(size=60) < p).astype(int)
+    two = np.stack([1 - p, p], axis=1)
+    with pytest.raises(
+        ValueError, match=r"pass y_prob\[:, 1\] \(the probability of class 1\)"
+    ):
+        clf.expected_calibration_error(y, two)
+    with pytest.raises(ValueError, match=r"y_prob has two columns.*pass y_prob\[:, 1\]"):
+        clf.select_calibrator(y, two, key=0)
+    named = clf.select_calibrator(y, two, key=0, candidates=("none", "temperature"))
+    assert named.names == ("none", "temperature")  # asked for by name: multiclass
+    assert clf.select_calibrator(y, two[:, 1], key=0).names == (
+        "none",
+        "platt",
+        "isotonic",
+        "beta",
+        "histogram",
+    )

@@ -1029,10 +1029,14 @@ def check_ndim(x: Any, name: str, ndims: int | Sequence[int]) -> None:
     allowed = (ndims,) if isinstance(ndims, int) else tuple(ndims)
     if x.ndim not in allowed:
         want = " or ".join(f"{d}-D" for d in allowed)
-        raise ValueError(
-            f"{name} must be {want}; got shape {tuple(x.shape)}. "
-            "Reshape it (e.g. .ravel()) before calling."
+        hint = (
+            # scikit-learn's predict_proba of a binary classifier: [N, 2]
+            f"For the two columns of a binary predict_proba, pass {name}[:, 1] (the "
+            "probability of class 1)."
+            if allowed == (1,) and x.ndim == 2 and x.shape[-1] == 2
+            else "Reshape it (e.g. .ravel()) before calling."
         )
+        raise ValueError(f"{name} must be {want}; got shape {tuple(x.shape)}. {hint}")
 
 
 def check_same_shape(**arrays: Any) -> None:

@@ -357,7 +357,9 @@ def select_calibrator(
     y_prob : array_like, shape [N] or [N, C]
         The model's predicted probabilities of class 1 for them, in [0, 1] (inside
         (0, 1) when ``"platt"`` or ``"beta"`` is a candidate). Or class probabilities
-        ``[N, C]`` (rows summing to 1, every value > 0): then the candidates are the
+        ``[N, C]`` (rows summing to 1, every value > 0; ``C = 2`` only with the
+        candidates named, since two columns are most often a binary
+        ``predict_proba``, whose ``[:, 1]`` is meant): then the candidates are the
         multiclass ones, ``("none", "temperature",
         "vector", "dirichlet")`` by default: :func:`fit_temperature` and
         :func:`fit_vector_scaling` of ``log p`` and :func:`fit_dirichlet` of ``p``,
@@ -454,6 +456,14 @@ def select_calibrator(
     if eps is not None and score != "log_loss":
         raise ValueError(
             "eps clips the probabilities of the log loss; with score='brier' leave it None."
+        )
+    if np.ndim(y_prob) == 2 and np.shape(y_prob)[1] == 2 and candidates is DEFAULT:
+        raise ValueError(
+            "y_prob has two columns (scikit-learn's predict_proba of a binary "
+            "classifier?): pass y_prob[:, 1], the probability of class 1, to choose "
+            "among the binary calibrators (Platt, isotonic, beta, histogram); to compare "
+            "the multiclass ones on two classes, name them in candidates, e.g. "
+            "candidates=('none', 'temperature', 'vector')."
         )
     if np.ndim(y_prob) == 2:
         return _select_multiclass(
