@@ -24,6 +24,7 @@ import numpy as np
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
 from bayescal._src.validation import paddable as _paddable
+from bayescal._src.warn import warn
 from bayescal.core import KeyLike
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
@@ -356,17 +357,16 @@ def _check_r_eff(r_eff: Any) -> float | None:
     return float(r_eff)
 
 
-def _warn_pareto_k(pareto_k: np.ndarray, stacklevel: int) -> None:
+def _warn_pareto_k(pareto_k: np.ndarray) -> None:
     k = np.asarray(pareto_k)
     bad = int(np.sum(~(k <= PARETO_K_THRESHOLD)))  # NaN counts as bad
     if bad:
-        warnings.warn(
+        warn(
             f"{bad} of {k.size} Pareto k values exceed {PARETO_K_THRESHOLD} (or are "
             "not finite): the PSIS-LOO PIT values of those observations are unreliable. "
             "Inspect them through the pareto_k field; refit without them (exact LOO) "
             "or use k-fold cross-validation for those observations.",
             UserWarning,
-            stacklevel=stacklevel,
         )
 
 
@@ -632,7 +632,7 @@ def loo_pit(
         )
     log_weights, k = _psislw(log_lik, r_eff)
     u = _weighted_pit(y.reshape(-1), draws, log_weights, rng_key)
-    _warn_pareto_k(k, stacklevel=3)
+    _warn_pareto_k(k)
     if flat:
         return LooPit(u, np.asarray(k).reshape(-1))
     attrs = {"long_name": f"LOO-PIT of {name}"}

@@ -38,6 +38,7 @@ from jax.typing import ArrayLike
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
 from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
 from bayescal._src.validation import narrows, paddable, reject_masked
+from bayescal._src.warn import warn
 from bayescal.core import as_key as check_key
 from bayescal.regression import pit_draws
 
@@ -881,25 +882,24 @@ def rao_blackwell_pit(
             # the randomized PIT draws one uniform per observation
             bucket=key is None or random_prefix_stable(key),
         )
-    u = _finish_pit(means, info, key, site, stacklevel=3)
+    u = _finish_pit(means, info, key, site)
     _check_result(u, "rao_blackwell_pit", site, info.name)
     return _reshape(_astype(_cut_rows(u, n), y_in.dtype), y_in.shape)
 
 
-def _finish_pit(means, info, key, site, stacklevel):
+def _finish_pit(means, info, key, site):
     """PIT values from the mixture CDF at y (and at y - 1 for discrete sites)."""
     upper = means[0]
     if not info.discrete:
         return upper
     lower = means[1]
     if key is None:
-        warnings.warn(
+        warn(
             f"site {site!r} is discrete ({info.name}) and no key was given, so "
             "the PIT values are the predictive CDF at y, which is not uniform even "
             "for a correct model. Pass key=jax.random.key(...) for the randomized "
             "PIT.",
             UserWarning,
-            stacklevel=stacklevel,
         )
         return upper
     v = jax.random.uniform(key, upper.shape, dtype=upper.dtype)
@@ -1313,7 +1313,7 @@ def loo_pit(
             means, _ = _run_average(
                 model, prep, site=site, kind="pit", chunk_size=chunk_size, obs_weights=w
             )
-            u = _finish_pit(means, info, rng_key, site, stacklevel=3)
+            u = _finish_pit(means, info, rng_key, site)
         else:
             shape = info.shape if n is None else (n, *info.shape[1:])
             draws = _predictive_draws(predictive, site, prep.num, shape)
@@ -1328,7 +1328,7 @@ def loo_pit(
             )
             n = None  # _weighted_pit pads and cuts on its own
     _check_result(u, "loo_pit", site, info.name)
-    _warn_pareto_k(pareto_k, stacklevel=3)
+    _warn_pareto_k(pareto_k)
     u = _reshape(_astype(_cut_rows(u, n), y_in.dtype), y_in.shape)
     return LooPit(u, np.asarray(pareto_k).reshape(y_in.shape))
 

@@ -26,8 +26,9 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
+
+from bayescal._src.warn import warn
 
 __all__ = ["default_cache_dir", "enable_compilation_cache"]
 
@@ -162,11 +163,10 @@ def enable_compilation_cache(
             else:
                 theirs = Path(str(_state["dir"]) if ours else configured)
             if theirs is not None and theirs.expanduser().resolve() != target:
-                warnings.warn(
+                warn(
                     f"bayescal.enable_compilation_cache: JAX's compilation cache "
                     f"directory was {theirs}; now {target}.",
                     UserWarning,
-                    stacklevel=2,
                 )
         target = target.expanduser().resolve()
         if concurrent and jax.config.jax_compilation_cache_max_size != -1:
@@ -238,12 +238,11 @@ def _new_staging(target: Path) -> Path | None:
                         pass
     except OSError as err:
         shutil.rmtree(staging, ignore_errors=True)
-        warnings.warn(
+        warn(
             f"bayescal.enable_compilation_cache(concurrent=True): no hard links in "
             f"{target} ({err}); JAX writes its entries there directly, unprotected "
             "from concurrent writers.",
             UserWarning,
-            stacklevel=3,
         )
         return None
     if not _state["atexit"]:

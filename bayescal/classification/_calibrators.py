@@ -13,7 +13,6 @@ fixed-size (padded) output. Eagerly, invalid values raise a ``ValueError``; unde
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -32,6 +31,7 @@ from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal._src.warn import warn
 from bayescal.classification import _host
 from bayescal.classification._inputs import (
     binary_inputs,
@@ -184,12 +184,11 @@ def _logistic_fit(features, y, weights, x0, lower, *, soft_labels: bool):
 
 
 def _warn_not_converged(name: str) -> None:
-    warnings.warn(
+    warn(
         f"{name}: the logistic fit did not converge; the classes are (nearly) "
         "separable by the score, so the maximum-likelihood slope is infinite. Use "
         "soft labels, more calibration data, or isotonic calibration.",
         RuntimeWarning,
-        stacklevel=3,
     )
 
 
@@ -894,7 +893,7 @@ def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Tempera
         _fit_temperature, (y_true, logits, weights), {}
     )
     if _v.is_concrete(in_unit) and bool(in_unit):
-        warnings.warn(
+        warn(
             "fit_temperature: every value of logits lies in [0, 1]; these look like "
             "probabilities, not logits (T = "
             f"{float(cal.temperature):.6g} fitted to them means little). Pass logits: "
@@ -902,14 +901,12 @@ def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Tempera
             "per-row shift), np.log(p / (1 - p)) for binary ones, or use fit_platt / "
             "fit_one_vs_rest, which take probabilities.",
             UserWarning,
-            stacklevel=2,
         )
     if _v.is_concrete(converged) and not bool(converged):
-        warnings.warn(
+        warn(
             f"fit_temperature did not converge in 100 Newton steps (T = "
             f"{float(cal.temperature):.6g}).",
             RuntimeWarning,
-            stacklevel=2,
         )
     return cal
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, Literal, NamedTuple, overload
 
 import jax
@@ -28,6 +27,7 @@ from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
 from bayescal._src.resampling import check_key
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal._src.warn import warn
 from bayescal.classification import _host
 from bayescal.classification._inputs import (
     Bins,
@@ -480,12 +480,11 @@ def _warns_on_probabilities_as_logits(fn: Any) -> Any:
                 and host.dtype.kind in "biuf"
                 and bool(((host >= 0) & (host <= 1)).all())
             ):
-                warnings.warn(
+                warn(
                     f"{fn.__name__}: every value of logits lies in [0, 1]; these look "
                     "like probabilities, not log-odds. Pass them as y_prob (the second "
                     "argument), or logits=np.log(p / (1 - p)).",
                     UserWarning,
-                    stacklevel=2,
                 )
         return fn(*args, **kwargs)
 

@@ -19,7 +19,6 @@ O(K^6) for the factorisation: fine up to a few dozen classes.
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, Literal
 
 import jax
@@ -30,6 +29,7 @@ from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
+from bayescal._src.warn import warn
 from bayescal.classification import _host
 from bayescal.classification._inputs import check_eps, multiclass_inputs
 
@@ -198,13 +198,12 @@ def _weights(weights: Any, n: Any, size: int, dtype: Any) -> jax.Array:
 
 def _warn(name: str, converged: Any) -> None:
     if _v.is_concrete(converged) and not bool(converged):
-        warnings.warn(
+        warn(
             f"{name} did not converge in 100 Newton steps: the classes are (nearly) "
             "separated by the inputs, so some maximum-likelihood parameters are "
             "infinite. Use more (held-out) calibration data or a penalty "
             "(reg_lambda, reg_mu > 0 where the fit takes them).",
             RuntimeWarning,
-            stacklevel=3,
         )
 
 

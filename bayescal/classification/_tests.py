@@ -10,7 +10,6 @@ vmappable (invalid values give NaN there).
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -22,6 +21,7 @@ from bayescal._src import validation as _v
 from bayescal._src.host import first as host_first
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
+from bayescal._src.warn import warn
 from bayescal.classification import _host
 from bayescal.classification._calibrators import _logistic_fit, _logit, _no_infinite_logits
 from bayescal.classification._inputs import (
@@ -158,12 +158,11 @@ def calibration_slope_intercept(
     eps = check_eps(eps)
     res, ok = _calibration_slope(y_true, y_prob, weights, eps=eps)
     if _v.is_concrete(ok) and not bool(ok):
-        warnings.warn(
+        warn(
             "calibration_slope_intercept: the logistic fit did not converge; the "
             "classes are (nearly) separated by logit(y_prob), so the maximum-likelihood "
             "slope is infinite and the test is not meaningful.",
             RuntimeWarning,
-            stacklevel=2,
         )
     return res
 
