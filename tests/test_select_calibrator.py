@@ -534,3 +534,26 @@ def test_two_columns_of_predict_proba_get_the_column_hint():
         "beta",
         "histogram",
     )
+
+
+def test_exact_zeros_and_ones_select_without_a_clip_as_scikit_learn_fits():
+    # Issue "Verdicts a user can trust", item 6: a random forest's exact 0 and 1 made
+    # select_calibrator raise (eps=1e-6 too), and clipping changed Platt's result with
+    # the clip. The default candidates now fit Platt on the probability as the score.
+    from sklearn.calibration import _SigmoidCalibration
+
+    rng = np.random.default_rng(5)
+    p = np.round(rng.uniform(size=600), 1)  # 0.0, 0.1, ..., 1.0: a forest's votes
+    y = (rng.uniform(size=600) < 0.1 + 0.8 * p).astype(int)
+    res = clf.select_calibrator(y, p, key=0)
+    assert res.names == ("none", "platt_score", "isotonic", "histogram")
+    assert "inf: in some fold a predicted probability of exactly 0" in repr(res)
+    both = clf.select_calibrator(y, p, key=0, candidates=("none", "platt_score"))
+    assert both.winner == "platt_score"  # "none" scores inf: events at p = 0
+    ref = _SigmoidCalibration().fit(p, y)  # scikit-learn's Platt on predict_proba
+    cal = both.calibrator
+    assert cal.input == "score"
+    np.testing.assert_allclose([float(cal.a), float(cal.b)], [ref.a_, ref.b_], rtol=2e-3)
+    np.testing.assert_allclose(cal(p), ref.predict(p), rtol=1e-3, atol=1e-5)
+    with pytest.raises(ValueError, match="Name 'platt_score' instead of 'platt'"):
+        clf.select_calibrator(y, p, key=0, candidates=("none", "platt"))

@@ -198,8 +198,9 @@ def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Tab
     """
     mean, se = _mean_se(fold_scores)
     if "none" in names:
-        paired = fold_scores - fold_scores[names.index("none")]
-        diff, diff_se = _mean_se(paired)
+        with np.errstate(invalid="ignore"):  # inf - inf: NaN, as the table says
+            paired = fold_scores - fold_scores[names.index("none")]
+            diff, diff_se = _mean_se(paired)
     else:
         diff = diff_se = np.full(len(names), np.nan)
     ok = ~np.isnan(mean)
@@ -228,6 +229,12 @@ def table_repr(title: str, names, mean, se, diff, diff_se, winner: str, score: s
         lines.append(
             f"  {name.ljust(width)}  {mean[i]:10.5g}  {se[i]:9.3g}  {diff[i]:10.3g}  "
             f"{diff_se[i]:9.3g}{mark}"
+        )
+    if not np.all(np.isfinite(mean)):
+        lines.append(
+            "  inf: in some fold a predicted probability of exactly 0 (or 1) met an event "
+            "(a non-event), whose log loss is infinite (pass eps= to clip the scored "
+            "probabilities); nan: a fit that failed, or a difference of infinite scores"
         )
     return "\n".join(lines)
 

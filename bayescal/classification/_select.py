@@ -61,16 +61,18 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def _host_platt(data, w_rows):
+def _host_platt(data, w_rows, input="prob"):
     y, p = data
-    f = np.log(p.astype(np.float64)) - np.log1p(-p.astype(np.float64))
+    p64 = p.astype(np.float64)
+    f = np.log(p64) - np.log1p(-p64) if input == "prob" else p64
     theta, _ = _host.logistic_rows(
         [f], y, w_rows, np.array([0.0, np.nan]), np.full(2, -np.inf), soft_labels=True
     )
     a, b = -theta[:, 0], -theta[:, 1]  # A = -beta, B = -c
 
     def build(r):
-        return PlattCalibrator(*(jax.device_put(np.asarray(v, p.dtype)) for v in (a[r], b[r])))
+        a_r, b_r = (jax.device_put(np.asarray(v, p.dtype)) for v in (a[r], b[r]))
+        return PlattCalibrator(a_r, b_r, input=input)
 
     q = _sigmoid(-(a[:, None] * f + b[:, None]))
     return q, build
@@ -197,6 +199,12 @@ CANDIDATES: dict[str, _sel.Candidate] = {
         host=lambda data, w: (data[1].astype(np.float64)[None], lambda r: None),
     ),
     "platt": _sel.Candidate(lambda y, p, w: fit_platt(y, p, weights=w), host=_host_platt),
+    # Platt on the probability itself as the score (no logit, so exact 0 and 1 are
+    # fine): scikit-learn's CalibratedClassifierCV(method="sigmoid") on predict_proba
+    "platt_score": _sel.Candidate(
+        lambda y, p, w: fit_platt(y, p, input="score", weights=w),
+        host=functools.partial(_host_platt, input="score"),
+    ),
     "isotonic": _sel.Candidate(
         lambda y, p, w: fit_isotonic(y, p, weights=w),
         trim=lambda cal, n: IsotonicCalibrator(
@@ -373,7 +381,13 @@ def select_calibrator(
     candidates : tuple of str, default ("none", "platt", "isotonic", "beta", "histogram")
         Names in :data:`CANDIDATES`: ``"none"`` (the raw probabilities), and the
         calibrators of :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_beta`,
-        :func:`fit_histogram_binning`, with their defaults; ``"bbq"`` (:func:`fit_bbq`)
+        :func:`fit_histogram_binning`, with their defaults; ``"platt_score"``
+        (:func:`fit_platt` with ``input="score"``: the sigmoid of ``A p + B`` of the
+        probability itself, scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``
+        on ``predict_proba``). When ``y_prob`` holds probabilities of exactly 0 or 1
+        (random forests, boosted trees), whose logit is infinite, the default is
+        ``("none", "platt_score", "isotonic", "histogram")``: no clip to choose, and
+        the result does not depend on one. ``"bbq"`` (:func:`fit_bbq`)
         and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
         cross-validation within each fold) are not defaults but can be named too.
     score : {"log_loss", "brier"}, default "log_loss"
@@ -471,6 +485,10 @@ def select_calibrator(
             weights=weights, rule=rule, eps=eps,
         )
     names = _check_candidates(candidates)
+    if candidates is DEFAULT and _exact_zero_or_one(y_prob):
+        # the logit of 0 or 1 is infinite: Platt on the probabilities as scores, no
+        # beta calibration (on log p and log(1 - p)); the table names what ran
+        names = ("none", "platt_score", "isotonic", "histogram")
     labels, probs = _host_inputs(y_true, y_prob, names)
     n = labels.shape[0]
     dtype = probs.dtype
@@ -535,11 +553,23 @@ def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np
     if _LOGIT & set(names) and np.any((p == 0) | (p == 1)):
         bad = sorted(_LOGIT & set(names))
         raise ValueError(
-            f"y_prob holds probabilities of exactly 0 or 1, whose logit is infinite: "
-            f"the candidates {bad} cannot fit them. Clip y_prob into (0, 1) (e.g. "
-            f"np.clip(y_prob, 1e-6, 1 - 1e-6)) or leave those candidates out."
+            f"y_prob holds probabilities of exactly 0 or 1 (a tree ensemble's?), whose "
+            f"logit is infinite: the candidates {bad} cannot fit them. Name "
+            "'platt_score' instead of 'platt' (Platt scaling of the probabilities as "
+            "scores, as scikit-learn's sigmoid calibration does), or leave candidates "
+            "at their default, which does so; clipping y_prob would make the fit "
+            "depend on the clip."
         )
     return y.astype(np.int64), p
+
+
+def _exact_zero_or_one(y_prob: Any) -> bool:
+    """Whether ``y_prob`` (checked later) holds a probability of exactly 0 or 1."""
+    try:
+        p = np.asarray(y_prob)
+        return p.dtype.kind in "biuf" and bool(np.any((p == 0) | (p == 1)))
+    except Exception:  # traced or odd input: _host_inputs gives the error
+        return False
 
 
 def _fold_ids(folds: Any, key: Any, labels: np.ndarray, w: np.ndarray) -> np.ndarray:
