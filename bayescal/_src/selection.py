@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: How the winner is chosen from the table.
-RULES = ("min", "one_se")
+RULES = ("paired", "min", "one_se")
 
 
 class Candidate(NamedTuple):
@@ -193,7 +193,11 @@ def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Tab
 
     ``rule="min"``: the lowest mean score. ``"one_se"``: the first candidate (in the
     order given) whose mean is within one standard error of the lowest mean (the SE
-    of the best candidate; Hastie, Tibshirani & Friedman 2009, sec. 7.10). NaN means
+    of the best candidate; Hastie, Tibshirani & Friedman 2009, sec. 7.10).
+    ``"paired"``: the lowest mean, unless ``"none"`` is a candidate and the 95%
+    interval of the best one's paired difference to it (``diff +- t * diff_se``, with
+    Student's ``t`` quantile of ``K - 1`` degrees of freedom for ``K`` folds) reaches
+    0: then ``"none"`` (no recalibration without evidence that it helps). NaN means
     (a fit that failed) never win.
     """
     mean, se = _mean_se(fold_scores)
@@ -214,7 +218,19 @@ def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Tab
     if rule == "one_se" and np.isfinite(mean[best]):
         bound = mean[best] + (se[best] if np.isfinite(se[best]) else 0.0)
         best = int(np.flatnonzero(ok & (mean <= bound))[0])
+    if rule == "paired" and "none" in names and names[best] != "none":
+        folds = fold_scores.shape[-1]
+        upper = diff[best] + _t_quantile(folds - 1) * diff_se[best]
+        if np.isfinite(upper) and upper >= 0:  # NaN or -inf (none scored inf): keep
+            best = names.index("none")
     return Table(mean, se, diff, diff_se, best)
+
+
+def _t_quantile(dof: int) -> float:
+    """Student's t 0.975 quantile (two-sided 95%)."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, dof))
 
 
 def table_repr(title: str, names, mean, se, diff, diff_se, winner: str, score: str) -> str:

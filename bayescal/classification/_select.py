@@ -352,7 +352,7 @@ def select_calibrator(
     folds: Any = 5,
     key: Any = None,
     weights: Any = None,
-    rule: str = "min",
+    rule: str = "paired",
     eps: float | None = None,
 ) -> CalibratorSelection:
     r"""Choose a calibrator, or none, by cross-validation on a proper score.
@@ -401,10 +401,13 @@ def select_calibrator(
     weights : array_like, shape [N], optional
         Observation weights: of the fits (as their ``weights``) and of the held-out
         means. Finite, ``>= 0``, not all 0.
-    rule : {"min", "one_se"}, default "min"
-        The winner: the lowest mean score, or (``"one_se"``) the first candidate in
-        ``candidates`` whose mean is within one standard error of the lowest (list
-        the simplest first: the default order prefers no recalibration).
+    rule : {"paired", "min", "one_se"}, default "paired"
+        The winner: the lowest mean score, unless the 95% interval of its paired
+        difference to ``"none"`` (``diff_none +- t * diff_none_se``, Student's ``t``
+        with ``K - 1`` degrees of freedom) reaches 0: then ``"none"``, so nothing is
+        recalibrated without evidence that it helps on held-out data. ``"min"``: the
+        lowest mean score whatever its uncertainty; ``"one_se"``: the first candidate
+        in ``candidates`` whose mean is within one standard error of the lowest.
     eps : float in (0, 0.5), optional
         With ``score="log_loss"``: clip the scored probabilities to ``[eps, 1 - eps]``.
         Off by default, so a calibrator that gives probability 0 to an event that

@@ -182,7 +182,7 @@ def select_recalibrator(
     folds: Any = 5,
     key: Any = None,
     weights: Any = None,
-    rule: str = "min",
+    rule: str = "paired",
 ) -> RecalibratorSelection:
     r"""Choose a recalibrator of Normal predictives, or none, by cross-validation.
 
@@ -209,9 +209,13 @@ def select_recalibrator(
     weights : array_like, shape [N], optional
         Observation weights: of the fits (as their ``weights``) and of the held-out
         means. Finite, ``>= 0``, not all 0.
-    rule : {"min", "one_se"}, default "min"
-        The winner: the lowest mean score, or the first candidate in ``candidates``
-        whose mean is within one standard error of the lowest.
+    rule : {"paired", "min", "one_se"}, default "paired"
+        The winner: the lowest mean score, unless the 95% interval of its paired
+        difference to ``"none"`` (``diff_none +- t * diff_none_se``, Student's ``t``
+        with ``K - 1`` degrees of freedom) reaches 0: then ``"none"``, so nothing is
+        recalibrated without evidence that it helps on held-out data. ``"min"``: the
+        lowest mean score whatever its uncertainty; ``"one_se"``: the first candidate
+        in ``candidates`` whose mean is within one standard error of the lowest.
 
     Returns
     -------
