@@ -231,12 +231,15 @@ def _build_parser() -> OneLineParser:
     )
     ev.add_argument(
         "--recalibrate",
-        choices=("isotonic", "sigma", "conformal"),
+        choices=("auto", "isotonic", "sigma", "conformal", "platt", "beta", "histogram"),
         default=None,
         help="fit a recalibrator on a calibration part of FILE (the LOO-PIT where "
         "computed), write it (recalibrator*.npz, for bayescal.core.load_calibrator) and "
-        "report the held-out part before and after. sigma: normal layout; conformal: "
-        "normal or draws, one file per coverage 50/80/90/95%%; classifiers: isotonic",
+        "report the held-out part before and after, with a verdict: whether it beat no "
+        "recalibration in cross-validation within the calibration part. auto: the "
+        "cross-validated choice, none included (then no file). Regression: auto, "
+        "isotonic, sigma (normal layout), conformal (normal or draws, one file per "
+        "coverage 50/80/90/95%%); classifiers: auto, isotonic, platt, beta, histogram",
     )
     ev.add_argument(
         "--calibration-fraction",

@@ -424,6 +424,64 @@ def test_recalibrate_uses_the_loo_pit_when_there_is_one(tmp_path, capsys):
     assert _report(tmp_path / "p")["recalibration"]["pit"] == "PIT of the file's predictive"
 
 
+# Issue "Verdicts a user can trust", items 2 and 3: a recalibration that made the
+# held-out part worse was written without a word, and classifiers got isotonic only.
+def test_auto_keeps_a_calibrated_classifier_and_writes_no_file(tmp_path, capsys):
+    rng = np.random.default_rng(11)
+    p = rng.uniform(0.05, 0.95, 600)
+    y = (rng.uniform(size=600) < p).astype(int)  # calibrated
+    path = _binary_csv(tmp_path / "c.csv", y, p)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "auto", "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    # reference: the same choice by the public function on the calibration part
+    cal, _ = _split(600, 0.5, 0)
+    sel = clf.select_calibrator(y[cal], p.astype(DTYPE)[cal], key=0)
+    assert rec["chosen"] == sel.winner == "none"
+    assert rec["verdict"]["helped"] == "no" and "no recalibrator written" in out
+    assert not (tmp_path / "o" / "recalibrator.npz").exists()
+    assert rec["after"] == rec["before"]
+
+
+def test_auto_and_platt_recalibrate_an_overconfident_classifier(tmp_path, capsys):
+    rng = np.random.default_rng(12)
+    p_true = rng.uniform(0.05, 0.95, 600)
+    y = (rng.uniform(size=600) < p_true).astype(int)
+    p = 1 / (1 + ((1 - p_true) / p_true) ** 3)  # overconfident
+    path = _binary_csv(tmp_path / "c.csv", y, p)
+    cal, test = _split(600, 0.5, 0)
+    p32 = p.astype(DTYPE)
+    for method in ("auto", "platt"):
+        out_dir = tmp_path / method
+        code, out, err = evaluate(capsys, path, "--out", out_dir, "--recalibrate",
+                                  method, "--no-plots")
+        assert code == 0, err
+        rec = _report(out_dir)["recalibration"]
+        assert rec["verdict"]["helped"] == "yes", rec["verdict"]
+        assert rec["verdict"]["difference"] < 0 and "verdict: " in out
+        fitted = load_calibrator(out_dir / "recalibrator.npz")
+        if method == "platt":
+            assert fitted == clf.fit_platt(y[cal], p32[cal])
+        assert rec["after"]["log-loss"] < rec["before"]["log-loss"]
+
+
+def test_regression_verdicts_for_a_calibrated_and_a_too_narrow_predictive(tmp_path, capsys):
+    path, *_ = _normal_csv(tmp_path / "ok.csv", n=400, sd=1.0, seed=3)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "ok", "--recalibrate",
+                            "auto", "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "ok")["recalibration"]
+    assert rec["chosen"] == "none" and not (tmp_path / "ok" / "recalibrator.npz").exists()
+    path, *_ = _normal_csv(tmp_path / "narrow.csv", n=400, sd=2.0, seed=3)
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "narrow", "--recalibrate",
+                            "sigma", "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "narrow")["recalibration"]
+    assert rec["verdict"]["helped"] == "yes" and rec["verdict"]["score"] == "quantile MACE"
+    assert (tmp_path / "narrow" / "recalibrator.npz").exists()
+
+
 def test_recalibrate_isotonic_classifier(tmp_path, capsys):
     rng = np.random.default_rng(3)
     p = rng.uniform(0.05, 0.95, 500)
@@ -449,7 +507,7 @@ def test_recalibrate_isotonic_classifier(tmp_path, capsys):
      r"--calibration-fraction 0.01 of \d+ observations leaves 0 for calibration"),
     (("--calibration-fraction", "1"), r"argument --calibration-fraction: must be in \(0, 1\)"),
     (("--calibration-fraction", "nan"), r"must be in \(0, 1\); got nan"),
-    (("--recalibrate", "platt"), r"argument --recalibrate: invalid choice"),
+    (("--recalibrate", "temperature"), r"argument --recalibrate: invalid choice"),
 ])
 def test_recalibrate_bad_requests_are_one_line_and_write_nothing(tmp_path, capsys, args,
                                                                  pattern):

@@ -741,7 +741,50 @@ LOO_LABEL = "LOO-PIT (PSIS leave-one-out, out-of-sample)"
 
 
 # ---------------------------------------------------------------- recalibration
-RECALIBRATORS = ("isotonic", "sigma", "conformal")
+#: --recalibrate's choices: auto (cross-validated choice, "none" included) and the
+#: methods of each kind.
+REGRESSION_RECALIBRATORS = ("auto", "isotonic", "sigma", "conformal")
+CLASSIFIER_RECALIBRATORS = ("auto", "isotonic", "platt", "beta", "histogram")
+RECALIBRATORS = tuple(dict.fromkeys(REGRESSION_RECALIBRATORS + CLASSIFIER_RECALIBRATORS))
+_CV_FOLDS = 5
+
+
+def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> dict:
+    """Whether ``method`` beat no recalibration in cross-validation on the calibration
+    part: its paired difference to "none" over the folds, with Student's t 95%
+    interval (the rule of select_calibrator), in words."""
+    from scipy.stats import t
+
+    scores = np.asarray(fold_scores, np.float64)
+    k = scores.shape[1]
+    with np.errstate(invalid="ignore"):
+        d = scores[names.index(method)] - scores[names.index("none")]
+        diff, se = float(np.mean(d)), float(np.std(d, ddof=1) / np.sqrt(k))
+    half = float(t.ppf(0.975, k - 1)) * se
+    if math.isfinite(diff) and math.isfinite(se) and diff + half < 0:
+        helped, words = "yes", "helped"
+    elif math.isfinite(diff) and math.isfinite(se) and diff - half > 0:
+        helped, words = "no", "made it worse"
+    elif diff == -math.inf:
+        helped, words = "yes", "helped (the raw predictions scored inf)"
+    elif diff == math.inf:
+        helped, words = "no", "made it worse (it scored inf)"
+    else:
+        helped, words = "unclear", "made no difference beyond the noise"
+    text = (f"verdict: {method} {words}: {score} {diff:+.4g} +- {half:.2g} (95%) against "
+            f"no recalibration, {k}-fold cross-validation within the calibration part")
+    return {"method": method, "helped": helped, "score": score, "difference": diff,
+            "difference_95": half, "folds": k, "text": text}
+
+
+def _choose(names: tuple, fold_scores: np.ndarray) -> str:
+    """The candidate with the lowest mean, unless its 95% interval against "none"
+    reaches 0 (select_calibrator's default rule)."""
+    means = np.nanmean(np.where(np.isnan(fold_scores), np.inf, fold_scores), axis=1)
+    best = names[int(np.argmin(means))]
+    if best == "none":
+        return best
+    return best if _verdict(names, fold_scores, best, "")["helped"] == "yes" else "none"
 
 
 def _split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -789,39 +832,44 @@ def _recalibrate(method: str, kind: str, layout: str, result: dict[str, Any],
         "n_calibration": int(cal.size), "n_held_out": int(test.size),
     }
     if kind == "classification":
-        return _recalibrate_classifier(method, result, cal, test, entry, bins)
+        return _recalibrate_classifier(method, result, cal, test, entry, bins, seed)
+    if method not in REGRESSION_RECALIBRATORS:
+        raise InputError(
+            f"--recalibrate {method} applies to binary classifiers; a regression is "
+            f"recalibrated with --recalibrate {', '.join(REGRESSION_RECALIBRATORS)}")
     use_loo = loo_result is not None
     pit = np.asarray(loo_result["_pit"] if use_loo else result["_pit"]).astype(dtype)
     entry["pit"] = LOO_LABEL if use_loo else "PIT of the file's predictive"
-    calibrators: dict[str, Any] = {}
-    if method == "isotonic":
-        from bayescal import regression as reg
-
-        r = reg.fit_isotonic_recalibrator(pit[cal])
-        before, after = pit[test], np.asarray(r(pit[test]))
-        calibrators["recalibrator.npz"] = r
-        entry["fitted"] = (f"isotonic recalibrator (Kuleshov et al., 2018) fitted on the "
-                           f"calibration part's {entry['pit']}")
-    elif method == "sigma":
-        if layout != "normal":
-            raise InputError(
-                "--recalibrate sigma rescales a Normal predictive's scale: it needs the "
-                f"normal layout (y,loc,scale), not {layout}; use --recalibrate isotonic "
-                "or conformal")
-        from bayescal import regression as reg
-
-        loc, scale = result["_loc_scale"]
-        r = reg.fit_sigma_scaling(y[cal], loc[cal], scale[cal])
-        before = pit[test]
-        after = np.asarray(r.pit(y[test], loc[test], scale[test]))
-        calibrators["recalibrator.npz"] = r
-        entry["fitted"] = (f"sigma scaling (Laves et al., 2020): scale x "
-                           f"{float(r.factor):.4g}, fitted on the calibration part")
-        entry["factor"] = float(r.factor)
-        if use_loo:  # cannot happen (LOO needs draws); kept for clarity
-            entry["pit"] = "PIT of the file's predictive"
-    else:
+    if method == "conformal":
         return _recalibrate_conformal(layout, result, pit, cal, test, entry)
+    if method == "sigma" and layout != "normal":
+        raise InputError(
+            "--recalibrate sigma rescales a Normal predictive's scale: it needs the "
+            f"normal layout (y,loc,scale), not {layout}; use --recalibrate isotonic "
+            "or conformal")
+    fits = _regression_fits(layout, result, pit)
+    names = ("none", *(fits if method == "auto" else (method,)))
+    fold_scores = _regression_cv(names, fits, pit, cal, seed, num_levels)
+    chosen = _choose(names, fold_scores) if method == "auto" else method
+    if chosen != "none":
+        entry["verdict"] = _verdict(names, fold_scores, chosen, "quantile MACE")
+    else:
+        entry["verdict"] = {"method": "none", "helped": "no", "text": (
+            "verdict: no recalibration: no candidate (" + ", ".join(names[1:]) + ") "
+            "lowered the cross-validated quantile MACE beyond the noise (95% t interval "
+            "of the paired difference); no recalibrator written")}
+    entry["chosen"] = chosen
+    calibrators: dict[str, Any] = {}
+    before = pit[test]
+    if chosen == "none":
+        after = before
+        entry["fitted"] = "none (auto chose no recalibration)"
+    else:
+        r, entry["fitted"] = fits[chosen](cal)
+        after = np.asarray(fits[chosen](cal, r, test))
+        calibrators["recalibrator.npz"] = r
+        if chosen == "sigma":
+            entry["factor"] = float(r.factor)
     entry["before"] = _pit_summary(before, num_levels)
     entry["after"] = _pit_summary(after, num_levels)
     rows = [[m, entry["before"][m], entry["after"][m]]
@@ -832,6 +880,57 @@ def _recalibrate(method: str, kind: str, layout: str, result: dict[str, Any],
     entry.update(_calibrators=calibrators, _before=before, _after=after,
                  _table=Table(["held-out metric", "before", "after"], rows))
     return entry
+
+
+def _regression_fits(layout: str, result: dict[str, Any], pit: np.ndarray) -> dict:
+    """name -> ``fit(rows)`` giving ``(recalibrator, description)`` and
+    ``fit(rows, recalibrator, rows_out)`` giving the recalibrated PIT of ``rows_out``."""
+    from bayescal import regression as reg
+
+    y = result["_y"]
+
+    def isotonic(rows, r=None, out=None):
+        if r is None:
+            return reg.fit_isotonic_recalibrator(pit[rows]), (
+                "isotonic recalibrator (Kuleshov et al., 2018) fitted on the calibration "
+                "part's PIT")
+        return np.asarray(r(pit[out]))
+
+    fits = {"isotonic": isotonic}
+    if layout == "normal":
+        loc, scale = result["_loc_scale"]
+
+        def sigma(rows, r=None, out=None):
+            if r is None:
+                r = reg.fit_sigma_scaling(y[rows], loc[rows], scale[rows])
+                return r, (f"sigma scaling (Laves et al., 2020): scale x "
+                           f"{float(r.factor):.4g}, fitted on the calibration part")
+            return np.asarray(r.pit(y[out], loc[out], scale[out]))
+
+        fits["sigma"] = sigma
+    return fits
+
+
+def _regression_cv(names, fits, pit, cal, seed, num_levels) -> np.ndarray:
+    """Quantile MACE of each candidate on the held-out folds of the calibration part
+    (each fitted on the other folds; "none": the raw PIT)."""
+    from bayescal import regression as reg
+
+    fold = np.random.default_rng([seed, 1]).permutation(cal.size) % _CV_FOLDS
+    scores = np.full((len(names), _CV_FOLDS), np.nan)
+    for k in range(_CV_FOLDS):
+        train, held = cal[fold != k], cal[fold == k]
+        for i, name in enumerate(names):
+            try:
+                if name == "none":
+                    u = pit[held]
+                else:
+                    r, _ = fits[name](train)
+                    u = fits[name](train, r, held)
+                scores[i, k] = float(reg.calibration_error(u, num_levels=num_levels))
+            except ValueError:  # a fold too small or degenerate for this fit: no score
+                pass
+    return scores
 
 
 def _recalibrate_conformal(layout, result, pit, cal, test, entry):
@@ -881,18 +980,59 @@ def _recalibrate_conformal(layout, result, pit, cal, test, entry):
     return entry
 
 
-def _recalibrate_classifier(method, result, cal, test, entry, bins):
+#: What each classifier method fits, in words (for the report).
+_CLASSIFIER_FITTED = {
+    "isotonic": "isotonic regression (Zadrozny & Elkan, 2002) of the labels on the "
+                "probabilities",
+    "platt": "Platt scaling (Platt, 1999) of the probabilities' log-odds",
+    "platt_score": "Platt scaling of the probabilities as scores (scikit-learn's "
+                   "sigmoid calibration; the log-odds of exact 0 and 1 are infinite)",
+    "beta": "beta calibration (Kull et al., 2017)",
+    "histogram": "histogram binning (Zadrozny & Elkan, 2001)",
+}
+
+
+def _recalibrate_classifier(method, result, cal, test, entry, bins, seed):
     from bayescal import classification as clf
 
-    if method != "isotonic":
+    if method not in CLASSIFIER_RECALIBRATORS:
         raise InputError(
             f"--recalibrate {method} applies to regression; a binary classifier is "
-            "recalibrated with --recalibrate isotonic")
+            f"recalibrated with --recalibrate {', '.join(CLASSIFIER_RECALIBRATORS)}")
     y, p = result["_y"], result["_prob"]
-    r = clf.fit_isotonic(y[cal], p[cal])
-    before, after = p[test], np.asarray(r(p[test])).astype(p.dtype)
-    entry["fitted"] = ("isotonic regression (Zadrozny & Elkan, 2002) of the labels on "
-                       "the probabilities of the calibration part")
+    # the verdict: cross-validation within the calibration part (select_calibrator's
+    # folds and default rule), log loss; the held-out part is kept for the report
+    asked = {} if method == "auto" else {"candidates": ("none", method)}
+    try:
+        with np.errstate(all="ignore"):
+            sel = clf.select_calibrator(y[cal], p[cal], key=seed, **asked)
+    except ValueError as err:
+        first = (str(err).strip().splitlines() or ["invalid input"])[0]
+        raise InputError(f"--recalibrate {method} on the calibration part: {first}") from None
+    chosen = sel.winner if method == "auto" else method
+    if chosen == "none":
+        entry["verdict"] = {"method": "none", "helped": "no", "text": (
+            "verdict: no recalibration: no candidate (" + ", ".join(sel.names[1:]) + ") "
+            "lowered the cross-validated log loss beyond the noise (95% t interval of "
+            "the paired difference); no recalibrator written")}
+    else:
+        entry["verdict"] = _verdict(sel.names, sel.fold_scores, chosen, "log loss")
+    entry["chosen"] = chosen
+    before = p[test]
+    calibrators: dict[str, Any] = {}
+    if chosen == "none":
+        after = before
+        entry["fitted"] = "none (auto chose no recalibration)"
+    else:
+        fit = {
+            "isotonic": clf.fit_isotonic, "platt": clf.fit_platt, "beta": clf.fit_beta,
+            "histogram": clf.fit_histogram_binning,
+            "platt_score": functools.partial(clf.fit_platt, input="score"),
+        }[chosen]
+        r = fit(y[cal], p[cal])
+        after = np.asarray(r(p[test])).astype(p.dtype)
+        calibrators["recalibrator.npz"] = r
+        entry["fitted"] = f"{_CLASSIFIER_FITTED[chosen]}, fitted on the calibration part"
 
     def summary(q):
         with np.errstate(divide="ignore"):
@@ -917,7 +1057,7 @@ def _recalibrate_classifier(method, result, cal, test, entry, bins):
                 f"non-empty held-out bins have fewer than {SPARSE_BIN} cases: MCE can "
                 "be dominated by them")
     entry["caveats"] = caveats
-    entry.update(_calibrators={"recalibrator.npz": r}, _before=before, _after=after,
+    entry.update(_calibrators=calibrators, _before=before, _after=after,
                  _y_held_out=y[test],
                  _table=Table(["held-out metric", "before", "after"], rows))
     return entry
@@ -1250,11 +1390,15 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
         sections.append(main)
     main.lines.extend(caveats)
     if recal is not None:
-        s = Section(f"Recalibration: {recal['method']}", key="recalibration")
+        chose = (f" (chose {recal['chosen']})"
+                 if recal["method"] == "auto" and "chosen" in recal else "")
+        s = Section(f"Recalibration: {recal['method']}{chose}", key="recalibration")
         s.lines.append(
             f"{recal['fitted']}; {recal['n_calibration']} observations for calibration, "
             f"{recal['n_held_out']} held out (--calibration-fraction "
             f"{recal['calibration_fraction']:g}, seeded from --seed)")
+        if "verdict" in recal:
+            s.lines.append(recal["verdict"]["text"])
         recal["_table"].caption = "before / after, on the held-out part"
         s.tables.append(recal["_table"])
         s.lines.extend(recal.get("caveats", []))
