@@ -626,7 +626,7 @@ def _select_multiclass(n):
     folds = np.random.default_rng(19).permutation(np.arange(n) % NUM_FOLDS)
 
     def ours():
-        res = clf.select_calibrator(y, probs, candidates=MULTICLASS, folds=folds)
+        res = clf.select_calibrator(y, probs, candidates=MULTICLASS, folds=folds, rule="min")
         out = tprobs if res.calibrator is None else res.calibrator(tprobs)
         return res.fold_scores, res.winner, out
 
