@@ -422,7 +422,7 @@ def test_hosmer_lemeshow_with_fewer_observations_than_groups_raises(n, host_path
     with (
         use_host(host_path),
         pytest.raises(
-            ValueError, match="bins must be at most the number of observations; got bins=10"
+            ValueError, match="y_prob must hold at least bins=10 observations"
         ),
     ):
         clf.hosmer_lemeshow(y, p)

@@ -757,7 +757,10 @@ class _Members(Mapping):
                 )
                 shape, fortran, dtype = read_header(fh)
                 if dtype.hasobject:
-                    raise fail(f"the array {_short(key)} holds Python objects")
+                    raise fail(
+                        f"the array {_short(key)} holds Python objects (pickled data, "
+                        "never loaded: allow_pickle=False)"
+                    )
                 declared = math.prod(shape) * dtype.itemsize
                 if declared != info.file_size - fh.tell():
                     raise fail(

@@ -404,10 +404,10 @@ def hosmer_lemeshow(
     _v.check_less_equal(
         jnp.asarray(num_bins),
         jnp.asarray(_v.observation_count(p)),  # traced in a bucketed call
-        "bins",
-        f"must be at most the number of observations; got bins={num_bins} for fewer "
-        "(empty groups leave the chi-square reference meaningless). Pass fewer bins: "
-        "groups of ten or more observations each, for the chi-square approximation",
+        "y_prob",
+        f"must hold at least bins={num_bins} observations, one per group (empty groups "
+        "leave the chi-square reference meaningless). Pass fewer bins: groups of ten or "
+        "more observations each, for the chi-square approximation",
     )
     w = observation_weights(weights, p)
     mask = _v.observation_mask(p.shape[0])
