@@ -105,6 +105,17 @@ class Calibrator(Protocol):
     >>> from bayescal.regression import fit_isotonic_recalibrator
     >>> isinstance(fit_isotonic_recalibrator([0.1, 0.5, 0.7]), Calibrator)
     True
+
+    Saved and loaded back, equal:
+
+    >>> import os, tempfile
+    >>> from bayescal.core import load_calibrator, save_calibrator
+    >>> from bayescal.classification import fit_platt
+    >>> cal = fit_platt([1, 0, 0], [5.0, -4.0, 1.0], input="score")
+    >>> path = os.path.join(tempfile.mkdtemp(), "platt.npz")
+    >>> save_calibrator(cal, path)
+    >>> load_calibrator(path) == cal
+    True
     """
 
     _data_fields: tuple[str, ...]
