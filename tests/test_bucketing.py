@@ -145,7 +145,8 @@ CASES = {
     "prediction_sharpness": (C.prediction_sharpness, ("p",), {}),
     "calibration_slope_intercept": (C.calibration_slope_intercept, ("labels", "p"), {}),
     "spiegelhalter_z": (C.spiegelhalter_z, ("labels", "p"), {}),
-    "hosmer_lemeshow": (C.hosmer_lemeshow, ("labels", "p"), {}),
+    # bins=5: the 7-observation case needs one observation per group.
+    "hosmer_lemeshow": (C.hosmer_lemeshow, ("labels", "p"), {"bins": 5}),
     "kernel_calibration_error": (C.kernel_calibration_error, ("labels", "p"), {}),
     "kernel_calibration_error_linear": (
         C.kernel_calibration_error,
