@@ -16,8 +16,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from bayescal import regression as reg
+from bayescal._cli.evaluate import (
+    _regression_pvalues,
+    classification_pvalues,
+    p_cell,
+    paired_interval,
+    wilson_interval,
+)
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.report import format_table
+from bayescal.arviz import PARETO_K_THRESHOLD
 from bayescal.datasets import load_diabetes
 
 LEVELS_90 = 0.9
@@ -104,6 +112,7 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
     levels = jnp.linspace(0.01, 0.99, 99)
     k_max = int(2 * max(float(y_test.max()), float(y_cal.max())))
     k_cal, k_test, k_loo = jax.random.split(key, 3)
+    k_pvalues = jax.random.fold_in(key, 3)
 
     # Rao-Blackwellized PIT: u = mean_s F(y | theta_s) from the Poisson site itself,
     # randomized between F(y - 1) and F(y) because the data are counts.
@@ -135,14 +144,27 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
     u_sig = reg.pit_normal(y_test, loc_t, sig(sd_t))
     q_sig = reg.recalibrated_quantiles(sig, levels, loc=loc_t, scale=sd_t)
 
+    y_np = np.asarray(y_test, np.float64)
+    lv = np.asarray(levels, np.float64)[:, None]
+
+    def crps_cases(q):
+        """Each case's CRPS: twice the mean pinball loss over the 99 levels."""
+        d = y_np[None, :] - np.asarray(q, np.float64)
+        return 2 * np.mean(np.maximum(lv * d, (lv - 1) * d), axis=0)
+
+    crps_raw = crps_cases(q_raw)
     rows = []
-    for name, u, q in [
+    for i, (name, u, q) in enumerate([
         ("Poisson model", u_raw, q_raw),
         ("+ isotonic", u_iso, q_iso),
         ("+ isotonic, split-free (LOO)", u_iso_loo, q_iso_loo),
         ("+ sigma-scaling", u_sig, q_sig),
-    ]:
+    ]):
         lo, hi = q[4], q[94]  # 5% and 95% levels: central 90% interval
+        covered = int(jnp.sum((y_test >= lo) & (y_test <= hi)))
+        # the same key for every row: the rows' p-values share their null samples
+        pvalues, _ = _regression_pvalues(u, k_pvalues, num_levels=100)
+        crps = crps_cases(q)
         rows.append(
             {
                 "method": name,
@@ -150,21 +172,33 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
                 "MACE (interval)": float(reg.calibration_error(u, kind="interval")),
                 "area (quantile)": float(reg.miscalibration_area(u)),
                 "area (interval)": float(reg.miscalibration_area(u, kind="interval")),
-                "90% coverage": float(jnp.mean((y_test >= lo) & (y_test <= hi))),
+                "p-values": {kind: {"MACE": v["MACE"], "area": v["area (exact)"]}
+                             for kind, v in pvalues.items()},
+                "90% coverage": covered / y_np.size,
+                "90% coverage, 95% Wilson interval": list(wilson_interval(covered, y_np.size)),
                 "90% width": float(jnp.mean(hi - lo)),
-                "CRPS": float(2 * jnp.mean(reg.pinball_loss(y_test, q, levels))),
+                "CRPS": float(np.mean(crps)),
+                "CRPS minus the model's": _difference(crps - crps_raw) if i else None,
             }
         )
-    k = np.asarray(loo.pareto_k)
+    k = np.asarray(loo.pareto_k, np.float64)
+    bad = int(np.sum(~(k <= PARETO_K_THRESHOLD)))  # NaN counts as bad, as in bayescal.arviz
     extras = {
         "sigma_scaling_factor": float(sig.factor),
         "loo": {
             "MACE (quantile), training data": float(reg.calibration_error(loo.pit)),
-            "pareto_k_max": float(k.max()),
-            "pareto_k_above_0.7": int((k > 0.7).sum()),
+            "pareto_k_max": float(np.nanmax(k)),
+            "pareto_k_above_0.7": bad,
             "n_train": int(k.size),
         },
     }
+    if bad:
+        extras["loo"]["warning"] = (
+            f"warning: PSIS-LOO is unreliable here: {bad} of {k.size} training cases have "
+            f"Pareto k > {PARETO_K_THRESHOLD} (max {np.nanmax(k):.2f}; ArviZ's threshold), so "
+            "the split-free row [!]\nrests on LOO-PIT values that may be far off. Trust "
+            "the calibration-split rows, or refit without those cases (exact LOO)."
+        )
     pits = {
         "Poisson model": u_raw,
         "+ isotonic": u_iso,
@@ -172,6 +206,58 @@ def _regression_rows(samples, X_train, y_train, X_cal, y_cal, X_test, y_test, ke
         "+ sigma-scaling": u_sig,
     }
     return rows, extras, pits
+
+
+def _difference(d: np.ndarray) -> dict:
+    """A paired difference's mean with its Student's t 95% interval."""
+    mean, half = paired_interval(d)
+    return {"mean": mean, "95% interval": [mean - half, mean + half]}
+
+
+def _interval(lo: float, hi: float) -> str:
+    return f"[{lo:.3f}, {hi:.3f}]"
+
+
+def _regression_table(rows, warn_loo: str | None) -> str:
+    """The regression rows as printed: each error with its p-value (a Monte Carlo test of
+    perfect calibration), coverage with its Wilson interval, and the CRPS difference to
+    the model with its paired 95% interval."""
+    header = ["method", "MACE", "p-value", "area (interval)", "p-value", "90% coverage",
+              "95% interval", "90% width", "CRPS", "- model's (95%)"]
+    body = []
+    for r in rows:
+        d = r["CRPS minus the model's"]
+        body.append([
+            r["method"] + (" [!]" if warn_loo and "LOO" in r["method"] else ""),
+            r["MACE (quantile)"], p_cell(r["p-values"]["quantile"]["MACE"]),
+            r["area (interval)"], p_cell(r["p-values"]["interval"]["area"]),
+            r["90% coverage"], _interval(*r["90% coverage, 95% Wilson interval"]),
+            r["90% width"], r["CRPS"],
+            "" if d is None else "{:+.2f} [{:+.2f}, {:+.2f}]".format(d["mean"], *d["95% interval"]),
+        ])
+    return format_table(header, body, digits=3)
+
+
+def _classification_table(rows) -> str:
+    """The classifier rows as printed: ECE and Brier with their p-values, and the
+    scores' differences to the model with their paired 95% intervals."""
+    header = ["method", "ECE", "p-value", "ECE (debiased L2)", "p-value", "Brier",
+              "p-value", "- model's (95%)", "CORP MCB", "CORP DSC", "log-loss",
+              "- model's (95%)"]
+
+    def diff(d):
+        if d is None:
+            return ""
+        if not np.isfinite(d["mean"]):
+            return f"{d['mean']:+}"
+        return "{:+.3f} [{:+.3f}, {:+.3f}]".format(d["mean"], *d["95% interval"])
+
+    body = [[r["method"], r["ECE"], p_cell(r["p-values"]["ECE"]), r["ECE (debiased L2)"],
+             p_cell(r["p-values"]["ECE (debiased L2)"]), r["Brier"],
+             p_cell(r["p-values"]["Brier"]), diff(r["Brier minus the model's"]),
+             r["CORP MCB"], r["CORP DSC"], r["log-loss"], diff(r["log-loss minus the model's"])]
+            for r in rows]
+    return format_table(header, body, digits=3)
 
 
 def _logistic_model(X, y=None):
@@ -224,8 +310,9 @@ def _classification_part(seed, num_samples, num_warmup, progress):
     # Platt's logit-scale fit needs an explicit clip.
     platt = clf.fit_platt(y_ca, p_ca, eps=1e-6)
     iso = clf.fit_isotonic(y_ca, p_ca)
-    bins = 10
-    rows, probs = [], {}
+    bins = 15  # the library's default, as everywhere else
+    key = jax.random.fold_in(jax.random.key(seed), 4)
+    rows, probs, base = [], {}, None
     for name, p in [
         ("logistic model", p_te),
         ("+ Platt", platt(p_te)),
@@ -233,6 +320,13 @@ def _classification_part(seed, num_samples, num_warmup, progress):
     ]:
         probs[name] = p
         dec = clf.brier_decomposition(y_te, p)
+        # per-case scores for the paired differences to the model (in float64)
+        p64 = np.asarray(p, np.float64)
+        with np.errstate(divide="ignore"):
+            cases = {"Brier": (y_te - p64) ** 2,
+                     "log-loss": -np.log(np.where(y_te == 1, p64, 1 - p64))}
+        base = base or cases
+        pvalues = classification_pvalues(y_te, p, key, bins)
         rows.append(
             {
                 "method": name,
@@ -246,6 +340,10 @@ def _classification_part(seed, num_samples, num_warmup, progress):
                 "CORP MCB": float(dec.miscalibration),
                 "CORP DSC": float(dec.discrimination),
                 "log-loss": float(clf.log_loss(y_te, p)),
+                "p-values": {k: pvalues[k] for k in ("ECE", "ECE (debiased L2)", "Brier")},
+                **{f"{m} minus the model's": (
+                    _difference(cases[m] - base[m]) if cases is not base else None)
+                   for m in ("Brier", "log-loss")},
             }
         )
     return rows, probs, y_te
@@ -292,7 +390,7 @@ def _write_plots(out_dir, pits, probs, y_te, key):
         1, len(probs), figsize=(5.2 * len(probs) + 2.6, 6.0), layout="constrained"
     )
     for i, (ax, (name, p)) in enumerate(zip(axes, probs.items(), strict=True)):
-        plot.reliability_diagram(y_te, p, bins=10, ax=ax)
+        plot.reliability_diagram(y_te, p, ax=ax)  # 15 bins, as the table
         ax.set_title(f"Breast cancer, test split (n={len(y_te)}):\n{name}")
         if i < len(probs) - 1:  # one legend, right of the last panel
             ax.get_legend().remove()
@@ -360,24 +458,35 @@ def run_demo(
         jnp.asarray(data.y[te]),
         k_test,
     )
-    header = list(rows[0])
-    print(
-        "\nRegression calibration on the test split (lower is better except coverage -> 0.90):"
-    )
-    print(format_table(header, [[r[h] for h in header] for r in rows]))
     loo = extras["loo"]
     print(
+        "\nRegression calibration on the test split (n = "
+        f"{len(np.asarray(pits['Poisson model']))}; lower is better except coverage -> "
+        "0.90):"
+    )
+    print(_regression_table(rows, loo.get("warning")))
+    print(
+        "p-value: Monte Carlo test of perfect calibration (1000 uniform PIT samples); "
+        "intervals: 95%\n(coverage: Wilson; CRPS: paired Student's t over the test cases). "
+        "Rows whose intervals overlap\ndiffer by noise.\n"
         "isotonic: fitted on the calibration split; split-free: fitted on the PSIS-LOO PIT "
         f"of the {loo['n_train']} training cases\n(no calibration data used; LOO-PIT "
         f"MACE on the training data {loo['MACE (quantile), training data']:.3f}, Pareto k "
         f"max {loo['pareto_k_max']:.2f}, {loo['pareto_k_above_0.7']} above 0.7).\n"
         f"sigma-scaling factor fitted on the calibration split: {extras['sigma_scaling_factor']:.3f}"
     )
+    if loo.get("warning"):
+        print(loo["warning"])
 
     c_rows, probs, y_te = _classification_part(seed, num_samples, num_warmup, progress)
-    c_header = list(c_rows[0])
-    print("\nClassification calibration on the test split (lower is better except DSC):")
-    print(format_table(c_header, [[r[h] for h in c_header] for r in c_rows]))
+    print("\nClassification calibration on the test split "
+          f"(n = {len(y_te)}; lower is better except DSC):")
+    print(_classification_table(c_rows))
+    print(
+        "ECE: 15 equal-width bins (the library's default). p-value: ECE by consistency "
+        "resampling (Broecker & Smith 2007),\nBrier by Spiegelhalter's z-test; "
+        "differences to the model: paired Student's t 95% intervals over the test cases."
+    )
     if any(not np.isfinite(r["log-loss"]) for r in c_rows):
         print(
             "log-loss inf: a calibrator put probability exactly 0 or 1 on a case that went "
@@ -387,6 +496,10 @@ def run_demo(
     with staged_output(out_dir, force=force) as tmp:
         # the plots' bands: their own stream of the --seed key, apart from the fits'
         k_plots = jax.random.fold_in(key, 2)
+        if loo.get("warning"):  # the figure says it too, beside the curve it concerns
+            flag = (f" [!] PSIS-LOO unreliable: Pareto k > {PARETO_K_THRESHOLD} "
+                    f"for {loo['pareto_k_above_0.7']} cases")
+            pits = {k + (flag if "LOO" in k else ""): u for k, u in pits.items()}
         plots = [out_dir / p.name for p in _write_plots(tmp, pits, probs, y_te, k_plots)]
         report = _report(rows, extras, c_rows, plots)
         with open(tmp / "report.json", "w", encoding="utf-8") as f:
@@ -397,18 +510,21 @@ def run_demo(
     return report
 
 
+def _json_safe(v):
+    """``v`` with every non-finite float written as a string ("inf", "nan"): JSON has
+    no such numbers."""
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_json_safe(x) for x in v]
+    if isinstance(v, float) and not np.isfinite(v):
+        return str(v)
+    return v
+
+
 def _report(rows, extras, c_rows, plots) -> dict:
-    return {
+    return _json_safe({
         "regression": {"dataset": "diabetes", "rows": rows, **extras},
-        "classification": {
-            "dataset": "breast_cancer",
-            "rows": [
-                {
-                    k: (v if not isinstance(v, float) or np.isfinite(v) else str(v))
-                    for k, v in r.items()
-                }
-                for r in c_rows
-            ],
-        },
+        "classification": {"dataset": "breast_cancer", "ece_bins": 15, "rows": c_rows},
         "plots": [str(p) for p in plots],
-    }
+    })

@@ -683,11 +683,26 @@ def bin_table(curve, edges) -> list[dict[str, Any]]:
         e, o = float(curve.expected[i]), float(curve.observed[i])
         lo, hi = float(curve.lower[i]), float(curve.upper[i])
         rows.append({
-            "bin": [float(edges[i]), float(edges[i + 1])], "n": int(w[i]),
+            "bin": [float(edges[i]), float(edges[i + 1])],
+            "closed_right": i == w.size - 1,  # [a, b) but the last, [a, b]
+            "n": int(w[i]),
             "mean prob": e, "frequency": o, "acceptance_95": [lo, hi],
             "sparse": bool(w[i] < SPARSE_BIN), "outside": bool(o < lo or o > hi),
         })
     return rows
+
+
+def bin_text(row: dict[str, Any]) -> str:
+    """A bin of :func:`bin_table` as printed: half-open ``[a, b)``, the last one closed
+    ``[a, b]``, as the binning assigns a value on an edge to the bin above it.
+
+    Examples
+    --------
+    >>> bin_text({"bin": [0.2, 0.3], "closed_right": False})
+    '[0.20, 0.30)'
+    """
+    lo, hi = row["bin"]
+    return f"[{lo:.2f}, {hi:.2f}{']' if row['closed_right'] else ')'}"
 
 
 def _bin_caveats(rows: list[dict[str, Any]], mce: float) -> list[str]:
@@ -702,8 +717,7 @@ def _bin_caveats(rows: list[dict[str, Any]], mce: float) -> list[str]:
         worst = max(rows, key=lambda r: abs(r["frequency"] - r["mean prob"]))
         if worst["sparse"]:
             caveats.append(
-                f"caveat: MCE {mce:.3f} comes from the bin "
-                f"[{worst['bin'][0]:.2f}, {worst['bin'][1]:.2f}] with {worst['n']} "
+                f"caveat: MCE {mce:.3f} comes from the bin {bin_text(worst)} with {worst['n']} "
                 f"case{'s' if worst['n'] != 1 else ''}: read it with its acceptance "
                 "interval and p-value, or use fewer --bins")
     return caveats
@@ -749,21 +763,36 @@ RECALIBRATORS = tuple(dict.fromkeys(REGRESSION_RECALIBRATORS + CLASSIFIER_RECALI
 _CV_FOLDS = 5
 
 
+def paired_interval(differences) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its Student's t 95% interval.
+
+    ``(mean, half)``: the interval is ``mean +- half``; ``half`` is nan for one
+    difference, and both are non-finite where a difference is.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in paired_interval([1.0, 2.0, 3.0])]
+    [2.0, 2.4841]
+    """
+    from scipy.stats import t
+
+    d = np.asarray(differences, np.float64)
+    with np.errstate(invalid="ignore"):
+        mean = float(np.mean(d))
+        se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else math.nan
+    return mean, float(t.ppf(0.975, d.size - 1)) * se if d.size > 1 else math.nan
+
+
 def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> dict:
     """Whether ``method`` beat no recalibration in cross-validation on the calibration
     part: its paired difference to "none" over the folds, with Student's t 95%
     interval (the rule of select_calibrator), in words."""
-    from scipy.stats import t
-
     scores = np.asarray(fold_scores, np.float64)
     k = scores.shape[1]
-    with np.errstate(invalid="ignore"):
-        d = scores[names.index(method)] - scores[names.index("none")]
-        diff, se = float(np.mean(d)), float(np.std(d, ddof=1) / np.sqrt(k))
-    half = float(t.ppf(0.975, k - 1)) * se
-    if math.isfinite(diff) and math.isfinite(se) and diff + half < 0:
+    diff, half = paired_interval(scores[names.index(method)] - scores[names.index("none")])
+    if math.isfinite(diff) and math.isfinite(half) and diff + half < 0:
         helped, words = "yes", "helped"
-    elif math.isfinite(diff) and math.isfinite(se) and diff - half > 0:
+    elif math.isfinite(diff) and math.isfinite(half) and diff - half > 0:
         helped, words = "no", "made it worse"
     elif diff == -math.inf:
         helped, words = "yes", "helped (the raw predictions scored inf)"
@@ -1374,7 +1403,7 @@ def _sections(kind, result, loo_result, recal, label, split_info, caveats):
                 for k, v in result["metrics"].items()]
         main.tables.append(Table(["metric", "value", "p-value"], rows,
                                  caption="metrics"))
-        bins = [[f"[{r['bin'][0]:.2f}, {r['bin'][1]:.2f}]", r["n"], r["mean prob"],
+        bins = [[bin_text(r), r["n"], r["mean prob"],
                  r["frequency"],
                  f"[{r['acceptance_95'][0]:.3f}, {r['acceptance_95'][1]:.3f}]",
                  ", ".join(f for f, on in (("sparse", r["sparse"]),
