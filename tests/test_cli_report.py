@@ -319,6 +319,11 @@ def test_sparse_bins_are_counted_flagged_and_caveated(tmp_path, capsys):
                             "cases") for c in report["caveats"]), report["caveats"]
     assert "caveat: MCE 0.955" in out
     assert re.search(r"\[0\.90, 1\.00\] +2 .* sparse, outside", out)
+    # half-open bins as the binning assigns them (numpy.histogram's convention: a value
+    # on an inner edge goes to the bin above it; the last bin is closed), issue 37
+    assert [b["closed_right"] for b in bins] == [False] * (len(bins) - 1) + [True]
+    assert re.search(r"\[0\.10, 0\.20\) +\d+ ", out)
+    assert not re.search(r"\[0\.10, 0\.20\]", out)
 
 
 def test_few_observations_give_a_caveat(tmp_path, capsys):
