@@ -92,15 +92,35 @@ def _legend_below(ax: Any, ncols: int) -> None:
     )
 
 
-def _legend_right(ax: Any) -> None:
-    """Legend to the right of the axes, off the data (constrained layout makes room)."""
-    ax.legend(
+def _legend_right(ax: Any, may_go_below: bool = False) -> None:
+    """Legend to the right of the square axes, off the data (constrained layout makes
+    room); with ``may_go_below`` (axes with nothing drawn under them), under them, in
+    one column, where the axes' slot leaves too little room on the right: a wide legend
+    beside a square would shrink the square to a fraction of its slot (e.g. several
+    long labels at ``figsize=(7, 5)``)."""
+    legend = ax.legend(
         loc="upper left",
         bbox_to_anchor=(1.02, 1.0),
         borderaxespad=0.0,
         fontsize="small",
         frameon=False,
     )
+    if not may_go_below:
+        return
+    fig = ax.figure
+    try:
+        renderer = fig.canvas.get_renderer()
+        legend_w = legend.get_window_extent(renderer).width / fig.dpi
+    except (AttributeError, TypeError, ValueError):  # a canvas that cannot measure text
+        return
+    fig_w, fig_h = fig.get_size_inches()
+    slot = ax.get_position(original=True)
+    slot_w, slot_h = slot.width * fig_w, slot.height * fig_h
+    # the square takes the slot's height (less the axis labels' ~0.8 in); the legend gets
+    # what is left of the width
+    if legend_w > slot_w - max(min(slot_w, slot_h) - 0.8, 0.5 * slot_w):
+        legend.remove()
+        _legend_below(ax, ncols=1)
 
 
 def _reference_line(ax: Any, x: Any, y: Any, label: str) -> None:
@@ -444,7 +464,7 @@ def calibration_curve(
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     _unit_square(ax)
-    _legend_right(ax)
+    _legend_right(ax, may_go_below=True)
     return ax
 
 

@@ -540,3 +540,28 @@ def test_pit_ecdf_without_a_key_says_there_is_no_band(pits):
     assert ax.get_legend().get_title().get_text() == "no band: pass key= to draw it"
     ax = plot.pit_ecdf(pits["calibrated"], num_points=50, band=False)
     assert ax.get_legend().get_title().get_text() == ""
+
+
+def test_a_wide_legend_goes_under_a_small_figure_instead_of_squeezing_the_square():
+    # issue 37: at figsize=(7, 5) four long labels put the legend right of the axes and
+    # left the unit square ~40% of the figure's width and ~56% of its height. Now the
+    # legend goes under the axes and the square keeps more of its slot.
+    rng = np.random.default_rng(0)
+    pits = {f"model {i}: a longer name": rng.uniform(size=300) ** (1 + 0.2 * i)
+            for i in range(4)}
+    for figsize in [(7, 5), (6.4, 4.8)]:
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        plot.calibration_curve(pits, ax=ax, num_samples=100, key=0)
+        fig.canvas.draw()
+        legend, axes = _bbox(ax.get_legend(), fig), _bbox(ax, fig)
+        assert legend.y1 < axes.y0  # under the axes, not beside them
+        pos = ax.get_position()
+        assert pos.width * pos.height > 0.26  # was 0.22 at (7, 5), 0.16 at (6.4, 4.8)
+        plt.close(fig)
+    # where the slot has room beside the square, the legend still sits on the right
+    fig, ax = plt.subplots(figsize=(10, 5), layout="constrained")
+    plot.calibration_curve({"a": pits["model 0: a longer name"]}, ax=ax, num_samples=100,
+                           key=0)
+    fig.canvas.draw()
+    assert _bbox(ax.get_legend(), fig).x0 > _bbox(ax, fig).x1
+    plt.close(fig)
