@@ -334,12 +334,39 @@ class _Escaping:
     """A text stream that writes through to ``unescaped`` with the control characters
     escaped (:func:`bayescal._cli.options.escaped`); the rest is the stream's own."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, *, reader_may_leave: bool = False) -> None:
         self.unescaped = stream
+        self.reader_may_leave = reader_may_leave
+        self.reader_left = False
 
     def write(self, text: str) -> int:
-        self.unescaped.write(escaped(text) if isinstance(text, str) else text)
+        if not self.reader_left:
+            with self._reader_leaving():
+                self.unescaped.write(escaped(text) if isinstance(text, str) else text)
         return len(text)
+
+    def flush(self) -> None:
+        if not self.reader_left:
+            with self._reader_leaving():
+                self.unescaped.flush()
+
+    @contextlib.contextmanager
+    def _reader_leaving(self) -> Iterator[None]:
+        """Standard output's reader may stop reading (``bayescal evaluate ... | head``):
+        the rest of the printed report is dropped, and the command goes on to write its
+        files and ends as it would have (a closed pipe loses nothing on disk). The
+        stream's descriptor is pointed at the null device, so that Python's own flush at
+        exit has nowhere to fail."""
+        try:
+            yield
+        except BrokenPipeError:
+            if not self.reader_may_leave:
+                raise
+            self.reader_left = True
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, self.unescaped.fileno())
+                os.close(null)
 
     def writelines(self, lines) -> None:
         for line in lines:
@@ -367,7 +394,9 @@ def _printable_streams() -> Iterator[None]:
                 continue
             changed.append((stream, errors))
     saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = (_Escaping(s) if s is not None else s for s in saved)
+    sys.stdout, sys.stderr = (
+        _Escaping(s, reader_may_leave=s is saved[0]) if s is not None else s for s in saved
+    )
     try:
         yield
     finally:

@@ -205,3 +205,26 @@ def test_sigterm_while_writing_leaves_nothing_and_the_old_report(tmp_path, good_
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-")] == []
     assert _snapshot(out) == before
     assert json.loads((out / "report.json").read_text()) == {"old": True}
+
+
+def test_a_reader_that_stops_reading_loses_no_report(tmp_path, good_csv):
+    # issue 37: `bayescal evaluate ... | head -1` ended with "error: Broken pipe" and
+    # exit status 2, writing the report or not depending on timing. Now a closed
+    # standard output drops the rest of the printout only: the report is written, the
+    # status is 0 and nothing is said on stderr. The pipe's reading end is closed
+    # before the command prints anything, so its first write meets the closed pipe.
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "bayescal.cli", "evaluate", str(good_csv), "--out",
+             str(tmp_path / "o"), "--no-plots"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=300,
+            cwd=pathlib.Path(__file__).parent.parent,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    report = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert report["n"] == 50
