@@ -268,3 +268,15 @@ def test_demo_end_to_end(tmp_path):
     for p in report["plots"]:
         assert os.path.getsize(p) > 5000
     assert "Regression calibration on the test split" in out.stdout
+    # issue 37 item 4: every number with its uncertainty, and PSIS-LOO's reliability said
+    for r in rows.values():
+        lo, hi = r["90% coverage, 95% Wilson interval"]
+        assert lo <= r["90% coverage"] <= hi
+        assert 0 < r["p-values"]["quantile"]["MACE"] <= 1
+    assert raw["p-values"]["interval"]["area"] < 0.01  # the overconfident model fails
+    d = iso["CRPS minus the model's"]
+    assert d["95% interval"][0] <= d["mean"] <= d["95% interval"][1]
+    bad = loo["pareto_k_above_0.7"]
+    assert ("warning: PSIS-LOO is unreliable" in out.stdout) == (bad > 0)
+    assert ("split-free (LOO) [!]" in out.stdout) == (bad > 0)
+    assert ("warning" in loo) == (bad > 0)

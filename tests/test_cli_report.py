@@ -654,3 +654,17 @@ def test_docs_synopsis_equals_help(monkeypatch):
     page = (pathlib.Path(__file__).parents[1] / "docs" / "arviz-cli.md").read_text()
     blocks = re.findall(r"```text\n(usage: bayescal evaluate.*?)\n```", page, re.S)
     assert blocks == [usage]
+
+
+def test_paired_interval_is_scipys_one_sample_t_interval():
+    # reference: scipy.stats.ttest_1samp(...).confidence_interval() (95%)
+    from scipy import stats
+
+    from bayescal._cli.evaluate import paired_interval
+
+    d = np.random.default_rng(3).normal(0.2, 1.0, size=37)
+    mean, half = paired_interval(d)
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    assert mean == pytest.approx(np.mean(d), rel=1e-12)
+    assert (mean - half, mean + half) == pytest.approx((ci.low, ci.high), rel=1e-10)
+    assert np.isnan(paired_interval([1.0])[1])  # one difference: no interval
