@@ -456,3 +456,44 @@ def test_non_ascii_file_name_under_an_ascii_terminal(tmp_path):
     assert "report: r\\xe9port/report.json" in text
     report = json.loads(pathlib.Path(tmp_path / "réport" / "report.json").read_text())
     assert report["file"] == "données.csv"
+
+
+# ------------------------------------------------------------ misnamed inputs
+def test_misnamed_files_get_the_format_that_reads_them(tmp_path, capsys):
+    # issue 37: a CSV named .nc got a truncated xarray message, a NetCDF named .csv
+    # "not a UTF-8 text CSV file", both without the --format that reads them
+    from tests._cli import assert_one_line_error, evaluate, write_good_csv
+
+    csv_path, *_ = write_good_csv(tmp_path / "good.csv")
+    as_nc = tmp_path / "pred.nc"
+    as_nc.write_bytes(csv_path.read_bytes())
+    code, _, err = evaluate(capsys, as_nc, "--out", tmp_path / "o1")
+    assert_one_line_error(code, err, r"not a readable ArviZ NetCDF file; it looks like CSV "
+                          r"text: pass --format csv", "bayescal evaluate")
+    code, _, err = evaluate(capsys, as_nc, "--format", "csv", "--out", tmp_path / "o1",
+                            "--no-plots")
+    assert code == 0, err  # the hint is right
+
+    as_csv = tmp_path / "pred.csv"
+    xr.Dataset({"y": ("n", np.arange(5.0))}).to_netcdf(as_csv)
+    code, _, err = evaluate(capsys, as_csv, "--out", tmp_path / "o2")
+    assert_one_line_error(code, err, r"not a UTF-8 text CSV file \(.*\); it begins as a "
+                          r"NetCDF file: pass --format netcdf", "bayescal evaluate")
+    # a binary file that is neither gets no hint
+    junk = tmp_path / "junk.csv"
+    junk.write_bytes(b"\xff\xfe\x00\x01" * 64)
+    code, _, err = evaluate(capsys, junk, "--out", tmp_path / "o3")
+    assert_one_line_error(code, err, r"not a UTF-8 text CSV file \([^)]*\)$",
+                          "bayescal evaluate")
+
+
+@pytest.mark.parametrize("sep, name", [(";", "';'"), ("\t", "tabs"), ("|", "'\\|'")])
+def test_a_csv_with_another_delimiter_is_named_with_its_delimiter(tmp_path, capsys, sep,
+                                                                  name):
+    from tests._cli import assert_one_line_error, evaluate
+
+    path = tmp_path / "semi.csv"
+    path.write_text(f"y{sep}loc{sep}scale\n1{sep}0{sep}1\n2{sep}0{sep}1\n")
+    code, _, err = evaluate(capsys, path, "--out", tmp_path / "o")
+    assert_one_line_error(code, err, f"no 'y' column .*; the header seems separated by "
+                          f"{name}: bayescal reads comma-separated files", "bayescal evaluate")

@@ -23,6 +23,7 @@ import numpy as np
 
 from bayescal._cli.csv_layouts import InputError
 from bayescal._cli.options import shown
+from bayescal._cli.sniff import format_hint
 
 
 @dataclass
@@ -169,7 +170,8 @@ def open_lazy(
         msg = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise InputError(
             f"{where}: not a readable ArviZ "
-            f"{'zarr store' if fmt == 'zarr' else 'NetCDF file'} "
+            f"{'zarr store' if fmt == 'zarr' else 'NetCDF file'}"
+            f"{format_hint(path, data, 'netcdf') if fmt != 'zarr' else ''} "
             f"({type(err).__name__}: {msg[:200]})"
         ) from None
     try:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from bayescal._cli.options import shown
+from bayescal._cli.sniff import delimiter_hint, format_hint
 
 LAYOUTS = ("normal", "draws", "quantiles", "binary")
 LAYOUT_HELP = (
@@ -66,7 +67,8 @@ def _read_header(path: pathlib.Path, data: bytes | None = None) -> list[str]:
                     first = line
                     break
     except UnicodeDecodeError as err:
-        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})") from None
+        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})"
+                         f"{format_hint(path, data, 'csv')}") from None
     except OSError as err:
         raise InputError(f"{where}: cannot read the file ({err.strerror})") from None
     if not first:
@@ -109,7 +111,8 @@ def detect_layout(path: pathlib.Path, header: list[str], layout: str | None):
     accepted = f"accepted layouts: {LAYOUT_HELP}"
     if "y" not in header:
         raise InputError(
-            f"{where}: no 'y' column (found: {_found(header)}); {accepted}"
+            f"{where}: no 'y' column (found: {_found(header)})"
+            f"{delimiter_hint(header)}; {accepted}"
         )
     if layout is not None:
         take, other = _match(layout, header)
@@ -157,7 +160,8 @@ def read_csv(path: pathlib.Path, layout: str | None, data: bytes | None = None) 
             f"{_found(header)})"
         ) from None
     except UnicodeDecodeError as err:
-        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})") from None
+        raise InputError(f"{where}: not a UTF-8 text CSV file ({err.reason})"
+                         f"{format_hint(path, data, 'csv')}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         if "Calling read(nbytes) on source failed" in first:

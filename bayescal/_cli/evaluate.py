@@ -38,12 +38,11 @@ from bayescal._cli.options import shown
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.paths import read_stream, stat_input
 from bayescal._cli.report import Section, Table, format_sections, render_html
+from bayescal._cli.sniff import NETCDF_MAGIC
 
 __all__ = ["InputError", "load_task", "run_evaluate", "draw_statistics"]
 
 _NETCDF_SUFFIXES = (".nc", ".netcdf", ".nc4", ".h5", ".hdf5")
-# how a NetCDF stream begins (netCDF-4 / HDF5, then classic netCDF): a pipe has no suffix
-_MAGIC = (b"\x89HDF\r\n\x1a\n", b"CDF\x01", b"CDF\x02", b"CDF\x05")
 
 
 def compute_dtype() -> np.dtype:
@@ -66,7 +65,7 @@ def load_task(
         suffix = path.suffix.lower()
         if suffix == ".zarr":
             fmt = "zarr"
-        elif suffix in _NETCDF_SUFFIXES or (data is not None and data.startswith(_MAGIC)):
+        elif suffix in _NETCDF_SUFFIXES or (data is not None and data.startswith(NETCDF_MAGIC)):
             fmt = "netcdf"
         else:
             fmt = "csv"

@@ -133,3 +133,4 @@ def read_stream(path: str | os.PathLike, limit: int | None = None) -> bytes:
     except OSError as err:
         raise InputError(f"{where}: cannot read the file ({err.strerror or err})") from None
     return b"".join(parts)
+
