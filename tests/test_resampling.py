@@ -756,3 +756,30 @@ U = np.linspace(0.01, 0.99, 20)
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_area_null_distribution_is_that_of_sorted_uniforms():
+    # The exact-area test simulates sorted uniforms as normalised partial sums of
+    # exponential spacings (Renyi; Devroye 1986, ch. V.2) instead of sorting. Two
+    # references: the exact mean of the area, integral_0^1 E|G_n(x) - x| dx with
+    # n G_n(x) ~ Binomial(n, x) (numerical quadrature of scipy's binomial pmf), and a
+    # simulation by sorting NumPy uniforms (two-sample Kolmogorov-Smirnov test).
+    from scipy import integrate, stats
+
+    n, b = 40, 4000
+    u = np.random.default_rng(0).uniform(size=n)
+    res = reg.miscalibration_area_test(jax.random.key(3), u, num_samples=b)
+    samples = np.asarray(res.samples, np.float64)
+    k = np.arange(n + 1)
+    exact_mean = integrate.quad(
+        lambda x: np.sum(stats.binom.pmf(k, n, x) * np.abs(k / n - x)), 0, 1, limit=200
+    )[0]
+    se = samples.std(ddof=1) / np.sqrt(b)
+    assert abs(samples.mean() - exact_mean) < 4 * se  # 4 se: fails by chance w.p. 6e-5
+    srt = np.sort(np.random.default_rng(1).uniform(size=(b, n)), axis=1)
+    knots = np.concatenate([np.zeros((b, 1)), srt, np.ones((b, 1))], axis=1)
+    lev = np.arange(n + 1) / n
+    lo, hi = knots[:, :-1] - lev, knots[:, 1:] - lev
+    same = (lo >= 0) == (hi >= 0)
+    ref = np.where(same, (hi - lo) * (np.abs(lo) + np.abs(hi)) / 2, (lo**2 + hi**2) / 2)
+    assert stats.ks_2samp(samples, ref.sum(axis=1)).pvalue > 1e-3

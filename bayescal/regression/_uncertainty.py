@@ -44,7 +44,7 @@ from bayescal._src.resampling import (
     null_pvalue,
     percentile_interval,
 )
-from bayescal._src.sorting import sort_last_axis
+from bayescal._src.xla_options import pair_sum_options
 from bayescal.regression._metrics import (
     KINDS,
     _check_options,
@@ -411,6 +411,11 @@ def bootstrap_calibration_error(
 
 
 # ------------------------------------------------------------------- null tests
+#: XLA options of the simulation tests (those of the pair sums: LLVM at level 1). Their
+#: work is num_samples times the data's size, so LLVM's optimisations pay even for
+#: small data: with xla_options' quick compiles miscalibration_area_test's default 1000
+#: simulations of N = 10,000 took 1.0-1.6 s a warm call, now ~0.3 s.
+_SIMULATION_OPTIONS = pair_sum_options
 
 
 @functools.lru_cache(maxsize=64)
@@ -443,11 +448,16 @@ def _null_test_kernel(
     dtype = observed.dtype
     nf = jnp.asarray(n, dtype)
     if num_levels is None:
-        real = jnp.arange(size) < n
+        spacing = jnp.arange(size + 1) <= n  # n + 1 spacings; the padding's are 0
 
         def simulate(k):
-            u = jax.random.uniform(k, (size,), dtype)  # in [0, 1): the padding sorts last
-            return sort_last_axis(jnp.where(real, u, jnp.ones((), dtype)))
+            # n sorted uniforms without a sort: the partial sums of n + 1 exponential
+            # spacings over their total (Renyi's representation; Devroye 1986,
+            # "Non-Uniform Random Variate Generation", ch. V.2): O(n) where sorting is
+            # O(n log n), ~10x faster on a CPU. The padding's values come out as 1.
+            e = jnp.where(spacing, jax.random.exponential(k, (size + 1,), dtype), 0)
+            c = jnp.cumsum(e)
+            return c[:size] / c[size]
 
         def statistic(sorted_u):
             return ecdf_area_to_diagonal(sorted_u, n)
@@ -565,7 +575,7 @@ def pit_null_test(
     )
 
 
-@_v.validated(fuse=True, bucket=_BUCKET)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=_SIMULATION_OPTIONS)
 def calibration_error_test(
     key: KeyLike,
     pit: ArrayLike,
@@ -625,7 +635,7 @@ def calibration_error_test(
     )
 
 
-@_v.validated(fuse=True, bucket=_BUCKET)
+@_v.validated(fuse=True, bucket=_BUCKET, compiler_options=_SIMULATION_OPTIONS)
 def miscalibration_area_test(
     key: KeyLike,
     pit: ArrayLike,
