@@ -291,9 +291,29 @@ def _corp_kernel(x, grid, key, level, num_samples, batch_size):
         lambda k: _corp_refit(k, x_sorted, group, rank, grid), keys, batch_size=batch_size
     )
     q = jnp.stack([(1 - level) / 2, (1 + level) / 2]).astype(x.dtype)
-    lo_hi = jnp.quantile(fits, q, axis=0)
+    lo_hi = _column_quantiles(fits, q)
     where = x_sorted if grid is None else grid
     return Band(where, lo_hi[0], lo_hi[1])
+
+
+def _host_column_quantiles(fits: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.quantile(fits, q, axis=-2).astype(fits.dtype)
+
+
+def _column_quantiles(fits: jax.Array, q: jax.Array) -> jax.Array:
+    """``jnp.quantile(fits, q, axis=0)`` (the "linear" rule): on one CPU device by
+    NumPy's partition in a host callback, which took 0.14 s for the band's [1000,
+    10000] refits where XLA's CPU sort of the columns took 1.4-2.2 s."""
+    if several_devices():  # no host callback on a mesh (see bayescal._src.isotonic)
+        return jnp.quantile(fits, q, axis=0)
+    out = jax.ShapeDtypeStruct(q.shape + fits.shape[1:], fits.dtype)
+
+    def host(f, q):
+        return jax.pure_callback(_host_column_quantiles, out, f, q, vmap_method="sequential")
+
+    return by_platform(
+        fits, q, cpu=host, default=lambda f, q: jnp.quantile(f, q, axis=0)
+    )
 
 
 @_v.validated

@@ -29,6 +29,7 @@ from bayescal._src.resampling import (
 )
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import argsort_last_axis, isotonic_fit
+from bayescal._src.xla_options import pair_sum_options
 from bayescal.classification._inputs import binary_inputs, resolve_bins
 from bayescal.classification._metrics import _reliability_kernel
 
@@ -82,7 +83,7 @@ def acceptance_intervals(
     return curve._replace(lower=band.lower, upper=band.upper)
 
 
-@_v.validated(fuse=True, bucket=_BUCKET, per_observation=0)
+@_v.validated(fuse=True, bucket=_BUCKET, per_observation=0, compiler_options=pair_sum_options)
 def corp_curve(
     y_true: ArrayLike,
     y_prob: ArrayLike,
