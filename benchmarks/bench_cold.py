@@ -59,9 +59,10 @@ N0, N1 = 10_000, 10_007  # N1: a new N in N0's bucket
 S_DRAWS, N_LEVELS, K_CLASSES = 100, 9, 5
 WARM_REPEAT = 5  # warm calls at most, ...
 WARM_BUDGET_S = 1.0  # ... and no more once they took this long together
-# Resamples of the bootstrap / Monte Carlo functions (their default is 1000, or 200 for
-# smooth_reliability_band): the compiled program is the same, its run 5x shorter.
-RESAMPLES = 200
+# Resamples of the unbiased kernel calibration tests (their default is 500): every
+# other bootstrap and Monte Carlo function runs at its default (issue 37: figures at the
+# defaults users get).
+KERNEL_TEST_RESAMPLES = 20
 QUICK_FUNCTIONS = ("pit_normal", "calibration_error", "expected_calibration_error")
 # Public functions measured by no row, with the reason.
 SKIPPED = {
@@ -111,6 +112,28 @@ class Data:
         truth = softmax(self.mc_logits / 1.5, axis=1).cumsum(axis=1)
         self.mc_label = np.minimum((r.uniform(size=(n, 1)) > truth).sum(axis=1), 4)
         self.X = r.normal(size=(n, 3))
+        # NumPyro adapters: posterior draws of _numpyro_model (a Normal linear model),
+        # S_DRAWS of them, and its predictive draws of the observations.
+        self.posterior = {
+            "a": 0.1 * r.normal(size=S_DRAWS),
+            "b": np.array([1.0, -0.5, 0.25]) + 0.05 * r.normal(size=(S_DRAWS, 3)),
+            "sigma": r.uniform(0.9, 1.1, size=S_DRAWS),
+        }
+        mu = self.posterior["a"][:, None] + self.posterior["b"] @ self.X.T
+        self.obs_draws = {"obs": mu + self.posterior["sigma"][:, None] * r.normal(size=mu.shape)}
+        self.obs = self.X @ np.array([1.0, -0.5, 0.25]) + r.normal(size=n)
+
+
+def _numpyro_model(X, y=None):
+    """The model of the NumPyro adapter rows: Normal linear regression."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    a = numpyro.sample("a", dist.Normal(0.0, 1.0))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    with numpyro.plate("data", X.shape[0]):
+        numpyro.sample("obs", dist.Normal(a + X @ b, sigma), obs=y)
 
 
 def _norm_cdf_of(loc, scale):
@@ -174,13 +197,15 @@ def cases() -> dict:
         ),
         "kernel_calibration_test -> regression unbiased": (
             lambda d, _: R.kernel_calibration_test(
-                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed, num_samples=20
+                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed,
+                num_samples=KERNEL_TEST_RESAMPLES
             ),
             None,
         ),
         "kernel_calibration_test -> regression unbiased consistency": (
             lambda d, _: R.kernel_calibration_test(
-                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed, num_samples=20,
+                d.y, d.loc, d.scale, estimator="unbiased", key=d.seed,
+                num_samples=KERNEL_TEST_RESAMPLES,
                 method="consistency",
             ),
             None,
@@ -214,27 +239,27 @@ def cases() -> dict:
             fitted(lambda d: R.fit_isotonic_recalibrator(d.pit)),
         ),
         "pit_ecdf_band": (
-            lambda d, _: R.pit_ecdf_band(d.seed, d.n, num_samples=RESAMPLES),
+            lambda d, _: R.pit_ecdf_band(d.seed, d.n),
             None,
         ),
         "bootstrap_calibration_curve": (
-            lambda d, _: R.bootstrap_calibration_curve(d.seed, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.bootstrap_calibration_curve(d.seed, d.pit),
             None,
         ),
         "bootstrap_calibration_error": (
-            lambda d, _: R.bootstrap_calibration_error(d.seed, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.bootstrap_calibration_error(d.seed, d.pit),
             None,
         ),
         "pit_null_test": (
-            lambda d, _: R.pit_null_test(d.seed, _pit_statistic, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.pit_null_test(d.seed, _pit_statistic, d.pit),
             None,
         ),
         "calibration_error_test": (
-            lambda d, _: R.calibration_error_test(d.seed, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.calibration_error_test(d.seed, d.pit),
             None,
         ),
         "miscalibration_area_test": (
-            lambda d, _: R.miscalibration_area_test(d.seed, d.pit, num_samples=RESAMPLES),
+            lambda d, _: R.miscalibration_area_test(d.seed, d.pit),
             None,
         ),
         "expected_normalized_calibration_error": (
@@ -272,9 +297,12 @@ def cases() -> dict:
             lambda d: C.reliability_curve(d.label, d.prob),
         ),
         "corp_curve": (lambda d, _: C.corp_curve(d.label, d.prob), None),
+        "corp_curve -> with its band (key)": (
+            lambda d, _: C.corp_curve(d.label, d.prob, key=d.seed), None,
+        ),
         "bootstrap_reliability_curve": (
             lambda d, _: C.bootstrap_reliability_curve(
-                d.seed, d.label, d.prob, num_samples=RESAMPLES
+                d.seed, d.label, d.prob
             ),
             None,
         ),
@@ -315,13 +343,15 @@ def cases() -> dict:
         ),
         "kernel_calibration_test -> unbiased multiclass": (
             lambda d, _: C.kernel_calibration_test(
-                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20
+                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed,
+                num_samples=KERNEL_TEST_RESAMPLES
             ),
             None,
         ),
         "kernel_calibration_test -> unbiased multiclass consistency": (
             lambda d, _: C.kernel_calibration_test(
-                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed, num_samples=20,
+                d.mc_label, d.mc_prob, estimator="unbiased", key=d.seed,
+                num_samples=KERNEL_TEST_RESAMPLES,
                 method="consistency",
             ),
             None,
@@ -460,8 +490,27 @@ def cases() -> dict:
             lambda d, _: C.select_calibrator(d.label, d.prob, key=d.seed).fold_scores,
             None,
         ),
+        # the NumPyro adapters (issue 37: their first calls had no row)
+        "numpyro.pit": (
+            lambda d, _: _bn().pit(d.obs, d.obs_draws),
+            None,
+        ),
+        "numpyro.rao_blackwell_pit": (
+            lambda d, _: _bn().rao_blackwell_pit(_numpyro_model, d.posterior, d.obs, d.X),
+            None,
+        ),
+        "numpyro.predictive_moments": (
+            lambda d, _: _bn().predictive_moments(_numpyro_model, d.posterior, d.X).mean,
+            None,
+        ),
     }
     return c
+
+
+def _bn():
+    from bayescal import numpyro as bn
+
+    return bn
 
 
 def public_functions() -> list[str]:
@@ -984,8 +1033,11 @@ def markdown(
         f"to {WARM_REPEAT} more calls at N = 10,000 (at most {WARM_BUDGET_S:.0f} s "
         "of them). *compile (s)*: the seconds of the first call's compilations. "
         "`-> apply` rows call a calibrator fitted in setup; `.update` rows an "
-        "accumulator's update on its initial state. The bootstrap and Monte Carlo "
-        f"functions run with `num_samples={RESAMPLES}`. Not measured: "
+        "accumulator's update on its initial state. Every call runs with its default "
+        "options, the bootstrap and Monte Carlo functions with their default number of "
+        "resamples, except the unbiased kernel calibration tests: `num_samples="
+        f"{KERNEL_TEST_RESAMPLES}` (default 500). `numpyro.*` rows: a Normal linear "
+        f"model, {S_DRAWS} posterior draws. Not measured: "
         + ", ".join(f"`{k}` ({v})" for k, v in SKIPPED.items())
         + ". Sorted by the first call without cache. *cache cold* and *cache warm*: each "
         "in a process of its own, on the function's own cache directory; the cold "

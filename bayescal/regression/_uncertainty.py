@@ -517,7 +517,7 @@ def _check_test_options(key, num_samples, batch_size):
     return key, num_samples, batch_size
 
 
-@_v.validated(fuse=True)
+@_v.validated(fuse=True, compiler_options=_SIMULATION_OPTIONS)
 def pit_null_test(
     key: KeyLike,
     statistic: Callable[[jax.Array], jax.Array],
