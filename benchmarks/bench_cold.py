@@ -1153,7 +1153,7 @@ def _worker(argv: list[str]) -> None:
     p.add_argument("--values")
     a = p.parse_args(argv)
     if a.what == "function":
-        res = worker_function(a.name, a.cache_dir, a.repeat)
+        res = worker_function(a.name, a.cache_dir, a.repeat, True)
     elif a.what == "functions":
         worker_functions(a.name.split(","), a.mode, a.cache_dir, a.repeat)
         return
