@@ -718,3 +718,34 @@ def test_bootstrap_power_on_overconfident_predictions():
     ):
         keys = jax.random.split(jax.random.key(seed), y.shape[0])
         assert float(np.mean(np.asarray(jax.vmap(_bootstrap_p)(y, p, keys)) < 0.05)) > 0.8
+
+
+def test_quadratic_estimators_refuse_more_pairs_than_the_budget_before_starting():
+    # issue 37: at N = 4.2 million the unbiased SKCE asked XLA for 69-252 GB or ran for
+    # minutes without a word. Above MAX_PAIRS pairs the call is refused at once, with
+    # the cost and the way out; the linear estimator still runs.
+    import time
+
+    from bayescal import classification as C
+    from bayescal import regression as R
+    from bayescal._src.kernel_calibration import MAX_PAIRS
+
+    n = int((1 + (1 + 8 * MAX_PAIRS) ** 0.5) / 2) + 1  # the first N over the budget
+    assert n * (n - 1) // 2 > MAX_PAIRS >= (n - 1) * (n - 2) // 2
+    rng = np.random.default_rng(0)
+    y, loc = rng.normal(size=n), np.zeros(n)
+    p = np.full((n, 3), 1 / 3)
+    labels = rng.integers(0, 3, size=n)
+    calls = [
+        (lambda: R.kernel_calibration_error(y, loc, 1.0), "y_true"),
+        (lambda: R.kernel_calibration_test(y, loc, 1.0, estimator="unbiased", key=0), "y_true"),
+        (lambda: C.kernel_calibration_error(labels, p), "y_prob"),
+        (lambda: C.kernel_calibration_test(labels, p, estimator="unbiased", key=0), "y_prob"),
+    ]
+    for call, name in calls:
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match=rf"^{name} holds {n:,} observations: .* "
+                           r"estimator='linear' .* random subsample of at most"):
+            call()
+        assert time.perf_counter() - t0 < 5  # refused before any pair is summed
+    assert np.isfinite(float(R.kernel_calibration_error(y, loc, 1.0, estimator="linear")))

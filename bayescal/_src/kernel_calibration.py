@@ -32,6 +32,32 @@ def block_rows(n: int, width: int = 1) -> int:
     return int(max(1, min(n, BLOCK_VALUES // max(1, n * width))))
 
 
+#: The most pairs ``N (N - 1) / 2`` an O(N^2) estimator takes on: N = 632,456 (about
+#: 4 minutes of a 2-core CPU at the regression SKCE's ~8e8 pairs a second, measured at
+#: N = 10,240). Above, the call is refused before it starts: at N = 4.2 million the
+#: pair sums asked XLA for 69-252 GB or ran past 300 s without a word (issue 37).
+MAX_PAIRS = 2 * 10**11
+
+
+def check_pair_budget(length: int | None, name: str, what: str) -> None:
+    """Refuse ``length`` observations when their ``N (N - 1) / 2`` pairs exceed
+    :data:`MAX_PAIRS`, saying the cost and how to ask for less (``length`` None: a bad
+    input the other checks refuse)."""
+    if length is None:
+        return
+    pairs = length * (length - 1) // 2
+    if pairs <= MAX_PAIRS:
+        return
+    max_n = int((1 + (1 + 8 * MAX_PAIRS) ** 0.5) / 2)
+    raise ValueError(
+        f"{name} holds {length:,} observations: {what} sums the kernel over all "
+        f"{pairs:.2g} pairs (O(N^2): about {pairs / 8e8 / 3600:.1f} hours of a 2-core CPU "
+        f"at ~8e8 pairs a second, and more memory than most machines have). Pass "
+        f"estimator='linear' (O(N): the same expectation, a larger variance), or a "
+        f"random subsample of at most {max_n:,} observations."
+    )
+
+
 def check_bandwidth(value: Any, name: str = "bandwidth") -> float | None:
     """``None`` (the median heuristic) or a positive finite float."""
     if value is None:

@@ -386,6 +386,8 @@ def kernel_calibration_error(
     length = _length(y_true, y_prob)
     if length is not None:
         _kc.check_min_length(length, "y_prob", 2, "the kernel calibration error")
+    if _pair_sums(est, _classes(y_prob) == 0):
+        _kc.check_pair_budget(length, "y_prob", "the unbiased estimator of several classes")
     return _error_program(est, _classes(y_prob) == 0)(
         y_true, y_prob, estimator=est, bandwidth=bw
     )
@@ -570,5 +572,7 @@ def kernel_calibration_test(
         how = "consistency"
     else:
         how = _kc.resolve_method(how, length, num, AUTO_BUDGET, classes)
+    if _pair_sums(est, classes == 0, how == "bootstrap"):
+        _kc.check_pair_budget(length, "y_prob", "the unbiased test")
     run = _test_program(est, how, classes == 0)
     return run(y_true, y_prob, k, estimator=est, bandwidth=bw, num_samples=num, method=how)

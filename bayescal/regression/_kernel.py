@@ -406,6 +406,8 @@ def kernel_calibration_error(
     length = _length(y_true, loc, scale)
     if length is not None:
         _kc.check_min_length(length, "y_true", 2, "the kernel calibration error")
+    if est == "unbiased":
+        _kc.check_pair_budget(length, "y_true", "the unbiased estimator")
     return _kce(y_true, loc, scale, estimator=est, bandwidth=bw, target_bandwidth=tbw)
 
 
@@ -539,6 +541,8 @@ def kernel_calibration_test(
     est, bw, tbw = _check_options(estimator, bandwidth, target_bandwidth)
     how = _kc.check_method(method)
     length = _length(y_true, loc, scale)
+    if est == "unbiased":
+        _kc.check_pair_budget(length, "y_true", "the unbiased test")
     k, num = _kc.test_draws(est, key, num_samples, length, "y_true")
     if est == "linear":  # the linear test draws nothing: one program for every method
         how = "consistency"
