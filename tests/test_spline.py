@@ -217,3 +217,26 @@ Y, P = _data(7, n=60)
 def test_bad_input_raises_naming_the_argument(kwargs, args, error, match):
     with pytest.raises(error, match=match):
         clf.fit_spline(*args, **kwargs)
+
+
+def test_a_fit_too_large_is_refused_before_starting_with_the_way_out():
+    # issue 37: at N = 4.2 million fit_spline ended in XLA's RESOURCE_EXHAUSTED
+    # (69-252 GB asked); at N = 400,000 it takes ~2 minutes. Over the budget it is
+    # refused at once, naming the subsample that fits.
+    import time
+
+    from bayescal.classification._spline import MAX_FIT_OBSERVATIONS
+
+    n = MAX_FIT_OBSERVATIONS // (5 * 17) + 1
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.01, 0.99, n)
+    y = (rng.uniform(size=n) < p).astype(np.int32)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"^y_prob holds {n:,} observations: fit_spline "
+                       r"solves 5 folds x 17 penalties .* subsample of at most 1,000,000"):
+        clf.fit_spline(y, p)
+    assert time.perf_counter() - t0 < 5
+    # one penalty buys 17 times the observations (a broadcast array: no memory)
+    big = np.broadcast_to(0.5, (17 * n,))
+    with pytest.raises(ValueError, match=r"5 folds x 1 penalties .* at most 17,000,000"):
+        clf.fit_spline(np.zeros(17 * n, np.int32), big, penalties=[1.0])
