@@ -20,6 +20,8 @@ __all__ = [
     "REDUCTIONS",
     "BIN_STRATEGIES",
     "BOOTSTRAP_METHODS",
+    "ErrorInterval",
+    "ERROR_INTERVALS",
 ]
 
 #: A PRNG key (``jax.random.key(0)``, legacy ``jax.random.PRNGKey(0)``) or an int seed.
@@ -34,12 +36,16 @@ Reduction: TypeAlias = Literal["mean", "sum", "none"]
 BinStrategy: TypeAlias = Literal["uniform", "quantile"]
 #: Ordinary (resample observations) or Bayesian (Dirichlet weights) bootstrap.
 BootstrapMethod: TypeAlias = Literal["plain", "bayesian"]
+#: Interval of a bootstrapped calibration error: the range of the error over a
+#: bootstrap confidence ball of the curve (can reach 0), or the replicates' percentiles.
+ErrorInterval: TypeAlias = Literal["projection", "percentile"]
 
 NORMS: tuple[Norm, ...] = ("l1", "l2", "max")
 CURVE_KINDS: tuple[CurveKind, ...] = ("quantile", "interval")
 REDUCTIONS: tuple[Reduction, ...] = ("mean", "sum", "none")
 BIN_STRATEGIES: tuple[BinStrategy, ...] = ("uniform", "quantile")
 BOOTSTRAP_METHODS: tuple[BootstrapMethod, ...] = ("plain", "bayesian")
+ERROR_INTERVALS: tuple[ErrorInterval, ...] = ("projection", "percentile")
 
 
 def coverage_and_alpha(

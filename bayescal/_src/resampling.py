@@ -29,6 +29,7 @@ __all__ = [
     "bayesian_bootstrap_weights",
     "null_pvalue",
     "percentile_interval",
+    "projection_interval",
     "check_key",
     "check_level",
     "check_batch_size",
@@ -44,7 +45,7 @@ _ELEMENTS_PER_BATCH = 2**20
 
 
 class BootstrapResult(NamedTuple):
-    """Bootstrap estimate with its percentile interval.
+    """Bootstrap estimate with its interval.
 
     Attributes
     ----------
@@ -52,8 +53,10 @@ class BootstrapResult(NamedTuple):
         The metric on the original data (for ``method="bayesian"``: with equal weights
         ``1/n``).
     lower, upper : Array or pytree
-        Percentile interval at the requested level, element-wise (pointwise bands for
-        array-valued metrics).
+        The interval at the requested level, element-wise (pointwise bands for
+        array-valued metrics): the percentile interval for :func:`bootstrap`; for
+        ``bayescal.regression.bootstrap_calibration_error`` the one its ``interval``
+        argument names (by default the projection interval, which can reach 0).
     samples : Array or pytree
         The ``num_samples`` replicates, stacked along a new leading axis.
     """
@@ -301,6 +304,23 @@ def percentile_interval(samples: Any, level: Any) -> tuple[Any, Any]:
     return lower, upper
 
 
+def projection_interval(estimate: Any, distances: Any, level: Any) -> tuple[Any, Any]:
+    r"""``[max(0, estimate - c), estimate + c]``, ``c`` the ``level`` quantile of
+    ``distances`` (NaN replicates left out).
+
+    For a nonnegative error :math:`\theta = \lVert d \rVert` of a curve gap ``d``
+    estimated by :math:`\hat\theta = \lVert \hat d \rVert`, with ``distances`` the
+    replicates' :math:`\lVert \hat d^* - \hat d \rVert`: the range of the error over
+    the bootstrap confidence ball :math:`\{d: \lVert d - \hat d \rVert \le c\}`
+    (triangle inequality), so its coverage is at least the ball's, and it reaches 0.
+    """
+    floating = jnp.issubdtype(distances.dtype, jnp.floating)
+    d = distances if floating else distances.astype(float)
+    c = jnp.nanquantile(d, jnp.asarray(level, d.dtype), axis=0)
+    est = jnp.asarray(estimate, d.dtype)
+    return jnp.maximum(est - c, jnp.zeros((), d.dtype)), est + c
+
+
 # -------------------------------------------------------------------------- kernels
 
 
@@ -413,9 +433,16 @@ def bootstrap(
     Notes
     -----
     Percentile intervals are first-order accurate; they can undercover for
-    statistics with a large bias relative to their spread, e.g. a calibration error
-    close to 0 (its estimator is biased upwards). For those, test the hypothesis of
-    calibration instead (:func:`null_pvalue`).
+    statistics with a large bias relative to their spread. A nonnegative error (ECE,
+    MCE, a miscalibration area, the SKCE) close to 0 is such a statistic: every
+    replicate lies above 0 and its estimator is biased upwards, so the percentile
+    interval never covers the error 0 of a calibrated model (0 of 200 simulated data
+    sets for MACE) and can lie above its own estimate. Read ``lower`` there as the
+    replicates' ``(1 - level) / 2`` quantile, not as a confidence bound: test the
+    hypothesis of calibration instead (:func:`null_pvalue`, the ``*_test``
+    functions), or, for the PIT calibration error, use
+    ``bayescal.regression.bootstrap_calibration_error``, whose default interval (a
+    projection of a bootstrap confidence ball of the curve) reaches 0.
 
     References
     ----------

@@ -31,7 +31,14 @@ from bayescal._src.bands import per_cell as _per_cell
 from bayescal._src.binning import bin_sums, grid_index
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
-from bayescal._src.options import BootstrapMethod, CurveKind, KeyLike, Norm
+from bayescal._src.options import (
+    ERROR_INTERVALS,
+    BootstrapMethod,
+    CurveKind,
+    ErrorInterval,
+    KeyLike,
+    Norm,
+)
 from bayescal._src.resampling import (
     METHODS,
     BootstrapResult,
@@ -43,6 +50,7 @@ from bayescal._src.resampling import (
     default_batch_size,
     null_pvalue,
     percentile_interval,
+    projection_interval,
 )
 from bayescal._src.xla_options import pair_sum_options
 from bayescal.regression._metrics import (
@@ -352,8 +360,9 @@ def bootstrap_calibration_error(
     norm: Norm = "l1",
     num_levels: int = 100,
     kind: CurveKind = "quantile",
+    interval: ErrorInterval = "projection",
 ) -> BootstrapResult:
-    r"""Bootstrap percentile interval of :func:`calibration_error` (MACE, RMSCE, max).
+    r"""Bootstrap confidence interval of :func:`calibration_error` (MACE, RMSCE, max).
 
     Replicates are drawn from the counts per level cell as in
     :func:`bootstrap_calibration_curve` (exactly the plain or Bayesian bootstrap over
@@ -373,18 +382,62 @@ def bootstrap_calibration_error(
     norm : {"l1", "l2", "max"}
     num_levels : int, default 100
     kind : {"quantile", "interval"}
+    interval : {"projection", "percentile"}, default "projection"
+        Which interval ``lower`` / ``upper`` hold (see Notes).
+        ``"projection"``: :math:`[\max(0, \hat\theta - c), \hat\theta + c]`, the
+        range of the error over a bootstrap confidence ball of the calibration curve;
+        it reaches 0 when the data are consistent with calibration, and covers the
+        population error at least at ``level`` for calibrated and miscalibrated
+        models alike (conservatively far from calibration). ``"percentile"``: the
+        ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the replicates (the
+        interval of :func:`bayescal.core.bootstrap`), which never contains 0 and
+        misses the error of a calibrated model every time.
 
     Returns
     -------
     BootstrapResult
-        ``estimate`` (equal to :func:`calibration_error`), ``lower``, ``upper``,
-        ``samples`` ``[num_samples]``.
+        ``estimate`` (equal to :func:`calibration_error`), ``lower``, ``upper`` (the
+        ``interval`` chosen), ``samples`` ``[num_samples]`` (the replicates of the
+        error, whichever the interval).
 
     Notes
     -----
-    The calibration error of a calibrated model is biased upwards (at least the
-    sampling noise of the curve), so a percentile interval need not contain 0 even for
-    a calibrated model; test calibration with :func:`calibration_error_test`.
+    The error :math:`\theta = \lVert G - z \rVert` (``norm`` of the gap between the
+    population curve :math:`G` and the diagonal at the levels :math:`z`) is bounded
+    below by 0 and its estimate :math:`\hat\theta = \lVert G_n - z \rVert` is
+    biased upwards: for a calibrated model it is the size of the sampling noise of
+    :math:`G_n`, and every replicate lies above 0, so the percentile interval lies
+    wholly above the population error 0 (and can lie above the estimate itself).
+
+    ``interval="projection"`` takes ``c``, the ``level`` quantile of the replicates'
+    distances :math:`\lVert G^*_n - G_n \rVert` (same norm), as the bootstrap
+    estimate of the ``level`` quantile of :math:`\lVert G_n - G \rVert`: the ball
+    :math:`\{G: \lVert G - G_n \rVert \le c\}` is a confidence set for the curve
+    (for ``norm="max"``, a simultaneous band), and by the triangle inequality the
+    error over that ball ranges over exactly :math:`[\max(0, \hat\theta - c),
+    \hat\theta + c]`. The interval covers :math:`\theta` whenever the ball holds
+    :math:`G`, whatever :math:`G` is, so its coverage is at least that of the ball
+    (a projection, or test-inversion, interval). Its lower end is 0 exactly when the
+    estimate is within the bootstrap's noise level ``c`` of the diagonal.
+
+    Coverage of the population MACE by 95% intervals (200 simulated data sets of
+    ``N = 2000`` PIT values :math:`U^a`, 1000 replicates each; population MACE from
+    the exact CDF :math:`x^{1/a}`; ``benchmarks/sim_bootstrap_coverage.py``):
+
+    ==============  =========  ===========  ===========  ===========
+    interval        a = 1      a = 1.05     a = 1.1      a = 1.3
+    ==============  =========  ===========  ===========  ===========
+    MACE            0          0.0121       0.0236       0.0645
+    percentile      0/200      193/200      190/200      188/200
+    projection      191/200    194/200      193/200      190/200
+    ==============  =========  ===========  ===========  ===========
+
+    The projection interval's lower end was 0 in 191, 111, 5 and 0 of the 200 data
+    sets; its median width was 0.019 to 0.027 against the percentile interval's
+    0.013 to 0.026.
+
+    To test calibration (rather than bound the error) use
+    :func:`calibration_error_test`.
 
     Examples
     --------
@@ -392,11 +445,19 @@ def bootstrap_calibration_error(
     >>> from bayescal.regression import bootstrap_calibration_error
     >>> u = np.random.default_rng(1).beta(2.0, 2.0, 500)  # PIT bunched: too wide
     >>> res = bootstrap_calibration_error(jax.random.key(0), u)
-    >>> bool(res.lower < res.estimate < res.upper), res.samples.shape
+    >>> bool(0 < res.lower < res.estimate < res.upper), res.samples.shape
     (True, (1000,))
+    >>> u = np.random.default_rng(1).uniform(size=500)  # calibrated
+    >>> res = bootstrap_calibration_error(jax.random.key(0), u)
+    >>> float(res.lower), bool(res.upper > res.estimate)
+    (0.0, True)
+    >>> pct = bootstrap_calibration_error(jax.random.key(0), u, interval="percentile")
+    >>> bool(pct.lower > 0)  # the percentile interval never reaches 0
+    True
     """
     num_levels = _check_options(num_levels, kind)
     _v.check_choice(norm, "norm", NORMS)
+    _v.check_choice(interval, "interval", ERROR_INTERVALS)
     key, num_samples, level = _check_bootstrap_options(key, num_samples, method, level)
     u = _v.check_pit(pit)
     observed, samples = _bootstrap_replicates(
@@ -406,7 +467,12 @@ def bootstrap_calibration_error(
     ones = jnp.ones_like(levels)
     estimate = curve_gap(levels, observed, ones, norm)
     errors = curve_gap(levels, samples, ones, norm)
-    lower, upper = percentile_interval(errors, level)
+    if interval == "percentile":
+        lower, upper = percentile_interval(errors, level)
+    else:
+        lower, upper = projection_interval(
+            estimate, curve_gap(observed, samples, ones, norm), level
+        )
     return BootstrapResult(estimate, lower, upper, errors)
 
 
