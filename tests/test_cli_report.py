@@ -668,3 +668,45 @@ def test_paired_interval_is_scipys_one_sample_t_interval():
     assert mean == pytest.approx(np.mean(d), rel=1e-12)
     assert (mean - half, mean + half) == pytest.approx((ci.low, ci.high), rel=1e-10)
     assert np.isnan(paired_interval([1.0])[1])  # one difference: no interval
+
+
+def test_sharpness_is_the_functions_mean_variance_in_text_and_json(tmp_path, capsys):
+    # issue 37: one definition of sharpness. regression.sharpness (DESIGN.md) is the
+    # mean predictive variance; reference: uncertainty-toolbox's
+    # metrics_calibration.sharpness is sqrt(mean(var)) (the RMS sd), so its square.
+    utc = pytest.importorskip("uncertainty_toolbox.metrics_calibration")
+    rng = np.random.default_rng(5)
+    n = 120
+    loc = rng.normal(size=n)
+    scale = rng.uniform(20.0, 80.0, n)  # a variance in the thousands, an sd of tens
+    y = loc + scale * rng.normal(size=n)
+    np.savetxt(tmp_path / "n.csv", np.column_stack([y, loc, scale]), delimiter=",",
+               header="y,loc,scale", comments="", fmt="%.17g")
+    code, text, err = evaluate(capsys, tmp_path / "n.csv", "--out", tmp_path / "o",
+                               "--no-plots")
+    assert code == 0, err
+    scores = _report(tmp_path / "o")["scores"]
+    assert ev.SHARPNESS == "sharpness (mean variance)" and ev.SHARPNESS in scores
+    assert not any("RMS" in k for k in scores)
+    got = scores[ev.SHARPNESS]
+    s32 = scale.astype(DTYPE)
+    np.testing.assert_allclose(got, float(reg.sharpness(s32)), rtol=1e-5)
+    np.testing.assert_allclose(got, utc.sharpness(s32.astype(np.float64)) ** 2, rtol=1e-5)
+    assert ev.SHARPNESS in text  # the table names the same quantity
+    line = next(ln for ln in text.splitlines() if ev.SHARPNESS in ln)
+    shown = float(re.findall(r"[-+]?\d[\d.,]*(?:e[-+]?\d+)?", line.split(ev.SHARPNESS)[1])[0]
+                  .replace(",", ""))
+    assert shown == pytest.approx(got, rel=1e-3)
+
+    # draws: regression.sharpness(draws=...), the mean per-observation variance (ddof=0)
+    draws = loc + scale * rng.normal(size=(40, n))
+    np.savetxt(tmp_path / "d.csv", np.column_stack([y, draws.T]), delimiter=",",
+               comments="", header="y," + ",".join(f"draw_{i}" for i in range(40)),
+               fmt="%.17g")
+    code, text, err = evaluate(capsys, tmp_path / "d.csv", "--out", tmp_path / "d",
+                               "--no-plots")
+    assert code == 0, err
+    got = _report(tmp_path / "d")["scores"][ev.SHARPNESS]
+    np.testing.assert_allclose(got, float(reg.sharpness(draws=draws.astype(DTYPE))),
+                               rtol=1e-4)
+    assert ev.SHARPNESS in text

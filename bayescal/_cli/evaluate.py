@@ -265,7 +265,9 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
         scores = {
             "CRPS": float(reg.crps_normal(y, loc, scale)),
             "NLL": float(reg.nll_normal(y, loc, scale)),
-            "sharpness (RMS sd)": float(reg.sharpness(scale, root=True)),
+            # regression.sharpness: the mean predictive variance (squared units of y),
+            # squared here in float64 from its root so that float32 cannot overflow
+            SHARPNESS: float(reg.sharpness(scale, root=True)) ** 2,
         }
         loc_scale = (loc, scale)
     elif layout == "quantiles":
@@ -297,7 +299,9 @@ def _regression_report(task, dtype, num_levels, seed, chunk_bytes) -> dict[str, 
         pit = pit_from_counts(stats["le"], stats["lt"], stats["num_draws"], dtype, key)
         scores = {
             "CRPS": float(np.mean(stats["crps"])),
-            "sharpness (RMS sd)": float(np.sqrt(np.mean(stats["var"]))),
+            # regression.sharpness(draws=...): the mean of the per-observation
+            # variances of the draws (ddof=0), in squared units of y
+            SHARPNESS: float(np.mean(stats["var"])),
         }
         loc_scale = (stats["mean"].astype(dtype), np.sqrt(stats["var"]).astype(dtype))
     metrics, curves = _curve_metrics(pit, num_levels)
@@ -433,6 +437,9 @@ CONSISTENCY_MAX_DRAWS = 50_000_000
 MIN_TEST_SAMPLES = 100
 _Z95 = 1.959963984540054  # the standard Normal's 0.975 quantile
 _REG_METRICS = ("MACE", "RMSCE", "max gap", "area (exact)")
+#: The report's name for :func:`bayescal.regression.sharpness` (its default, the mean
+#: predictive variance; uncertainty-toolbox's ``sharpness`` is its square root).
+SHARPNESS = "sharpness (mean variance)"
 
 
 def wilson_interval(k: int, n: int, z: float = _Z95) -> tuple[float, float]:

@@ -9,6 +9,8 @@ from typing import Any, TypeVar, dataclass_transform
 import jax
 import numpy as np
 
+from bayescal._src.reprs import short_repr
+
 __all__ = ["pytree_dataclass", "REGISTRY", "registered", "BEFORE_LOOKUP"]
 
 _T = TypeVar("_T")
@@ -54,6 +56,11 @@ def _eq(self: Any, other: Any) -> bool:
     return _leaves_equal(self, other)
 
 
+def _repr(self: Any) -> str:
+    # Bounded whatever the size: scalars as numbers, arrays summarized (reprs.py).
+    return short_repr(self, self._data_fields + self._meta_fields)
+
+
 def _hash(self: Any) -> int:
     # Equal objects have equal classes and meta fields, so this hash is consistent
     # with __eq__ (arrays are unhashable and stay out of it).
@@ -74,15 +81,20 @@ def pytree_dataclass(
     Equality never raises: two objects are equal when they have the same class, the
     same meta fields and bitwise-equal arrays of the same dtype and shape (NaN equal to
     NaN); traced arrays are equal only to themselves. The hash uses the class and the
-    meta fields.
+    meta fields. The repr is short for any size: scalar fields print as numbers and
+    arrays are summarized (:func:`bayescal._src.reprs.summarize`), unless the class
+    defines its own ``__repr__``.
     """
 
     def wrap(cls: type[_T]) -> type[_T]:
-        cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
+        own_repr = "__repr__" in cls.__dict__
+        cls = dataclasses.dataclass(frozen=True, eq=False, repr=False)(cls)
         tagged: Any = cls
         tagged._data_fields, tagged._meta_fields = tuple(data), tuple(meta)
         tagged.__eq__ = _eq
         tagged.__hash__ = _hash
+        if not own_repr:
+            tagged.__repr__ = _repr
         REGISTRY[cls.__name__] = cls
         return jax.tree_util.register_dataclass(
             cls, data_fields=list(data), meta_fields=list(meta)

@@ -20,6 +20,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.reprs import short_repr
 
 __all__ = [
     "BootstrapResult",
@@ -66,6 +67,9 @@ class BootstrapResult(NamedTuple):
     upper: Any
     samples: Any
 
+    def __repr__(self) -> str:  # headline numbers first, arrays summarized
+        return short_repr(self, self._fields)
+
 
 class NullTestResult(NamedTuple):
     """Monte Carlo test against a simulated null distribution.
@@ -83,6 +87,9 @@ class NullTestResult(NamedTuple):
     statistic: jax.Array
     pvalue: jax.Array
     samples: jax.Array
+
+    def __repr__(self) -> str:  # headline numbers first, arrays summarized
+        return short_repr(self, self._fields)
 
 
 # --------------------------------------------------------------------------- checks

@@ -228,9 +228,11 @@ def sharpness(
 ) -> jax.Array:
     r"""Sharpness: the mean predictive variance :math:`\frac1N\sum_i \sigma_i^2`.
 
-    Kuleshov et al. (2018) define sharpness as the average predictive variance;
-    ``root=True`` returns its square root, which is uncertainty-toolbox's
-    ``sharpness``. Smaller is sharper; compare models only when both are calibrated.
+    Kuleshov et al. (2018) define sharpness as the average predictive variance, in
+    squared units of ``y``; ``root=True`` returns its square root (the RMS predictive
+    standard deviation, in units of ``y``), which is uncertainty-toolbox's
+    ``sharpness``. The command line's ``sharpness (mean variance)`` is this function's
+    default. Smaller is sharper; compare models only when both are calibrated.
 
     Parameters
     ----------
@@ -240,10 +242,13 @@ def sharpness(
         Predictive draws instead of ``scale``: the per-observation variance of the
         draws (``ddof=0``) is used.
     root : bool, default False
+        Return :math:`\sqrt{\frac1N\sum_i \sigma_i^2}` (units of ``y``) instead of
+        the mean variance (squared units of ``y``).
 
     Returns
     -------
     Array, scalar
+        The mean predictive variance, or its square root with ``root=True``.
 
     Examples
     --------
