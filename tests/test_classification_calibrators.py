@@ -32,10 +32,11 @@ from bayescal.classification import (
     fit_platt,
     fit_temperature,
     load_calibrator,
+    log_loss,
     marginal_calibration_error,
     save_calibrator,
 )
-from tests.conftest import X64
+from tests.conftest import X64, float_tol
 
 DTYPE = np.float64 if X64 else np.float32
 
@@ -127,12 +128,145 @@ def test_isotonic_matches_sklearn_including_ties(rng):
 def test_histogram_binning_values_and_empty_bins():
     y = np.array([0, 1, 1, 0, 1], DTYPE)
     p = np.array([0.05, 0.15, 0.12, 0.95, 0.91], DTYPE)
-    cal = fit_histogram_binning(y, p, bins=4)
-    np.testing.assert_allclose(cal.values, [2 / 3, 0.375, 0.625, 0.5], rtol=1e-6)
-    out = cal(np.array([0.0, 0.3, 0.6, 1.0], DTYPE))
+    # by hand: bin 0 holds 2 positives of 3, bin 3 one of 2; bins 1 and 2 are empty
+    # (their midpoints 0.375 and 0.625, with or without shrinkage)
+    raw = fit_histogram_binning(y, p, bins=4, shrinkage=None)
+    np.testing.assert_allclose(raw.values, [2 / 3, 0.375, 0.625, 0.5], rtol=1e-6)
+    out = raw(np.array([0.0, 0.3, 0.6, 1.0], DTYPE))
     np.testing.assert_allclose(out, [2 / 3, 0.375, 0.625, 0.5], rtol=1e-6)
+    # the default, Jeffreys: (k + 1/2) / (n + 1)
+    cal = fit_histogram_binning(y, p, bins=4)
+    want = [2.5 / 4, 0.375, 0.625, 1.5 / 3]
+    np.testing.assert_allclose(cal.values, want, rtol=1e-6)
+    np.testing.assert_allclose(cal(np.array([0.0, 0.3, 0.6, 1.0], DTYPE)), want, rtol=1e-6)
     q = fit_histogram_binning(y, p, bins=2, strategy="quantile")
     assert q.edges.shape == (3,) and float(q.edges[0]) == float(p.min())
+
+
+# --- histogram binning's Jeffreys shrinkage (issue 37, item 9) ---
+def _pure_top_bin():
+    """Calibration data whose top bin of ten, [0.9, 1], holds 4 positives and nothing
+    else; a held-out negative predicted at 0.92 lands there."""
+    y = np.array([0, 0, 1, 0, 1, 1, 1, 1, 1, 1], DTYPE)
+    p = np.array([0.05, 0.15, 0.25, 0.35, 0.45, 0.55, 0.91, 0.93, 0.95, 0.97], DTYPE)
+    return y, p
+
+
+def test_histogram_binning_never_calls_a_pure_small_bin_certain():
+    # Issue 37, item 9: select_calibrator picked a histogram calibrator that said
+    # exactly 1 from a bin of 4 positives, an infinite log-loss on the first held-out
+    # negative there. The raw fraction (shrinkage=None) still does that; the default
+    # gives (4 + 1/2) / (4 + 1) = 0.9 and -log(1 - 0.9) = log(10).
+    y, p = _pure_top_bin()
+    new_y, new_p = np.array([0], DTYPE), np.array([0.92], DTYPE)
+    raw = fit_histogram_binning(y, p, shrinkage=None)
+    assert float(raw(new_p)[0]) == 1.0
+    assert np.isinf(float(log_loss(new_y, raw(new_p))))
+    cal = fit_histogram_binning(y, p)
+    np.testing.assert_allclose(cal(new_p), [0.9], rtol=4 * np.finfo(DTYPE).eps)
+    np.testing.assert_allclose(log_loss(new_y, cal(new_p)), np.log(10), rtol=1e-5)
+    values = np.asarray(cal.values)
+    assert np.all((values > 0) & (values < 1))
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram_shrinkage_is_the_jeffreys_posterior_mean(weighted):
+    # reference: scipy.stats.beta(k + 1/2, n - k + 1/2).mean(), the posterior mean of a
+    # bin's positive rate under Jeffreys' Beta(1/2, 1/2) prior, with k and n counted
+    # here by np.histogram on the fitted edges (weighted: sums of integer weights, so
+    # equal to repeating the rows); empty bins keep their midpoint
+    import scipy.stats
+
+    rng = np.random.default_rng(37)
+    p = rng.beta(0.6, 0.6, 120).astype(DTYPE)  # many small bins near 0 and 1
+    y = (rng.uniform(size=120) < p).astype(DTYPE)
+    w = rng.integers(0, 4, 120).astype(DTYPE) if weighted else None
+    for bins, strategy in [(25, "uniform"), (12, "quantile")]:
+        cal = fit_histogram_binning(y, p, bins=bins, strategy=strategy, weights=w)
+        edges = np.asarray(cal.edges, np.float64)
+        # bins [e_k, e_{k+1}), the last closed: np.histogram's convention
+        ones = np.ones_like(p) if w is None else w
+        n, _ = np.histogram(p.astype(np.float64), edges, weights=ones)
+        k, _ = np.histogram(p.astype(np.float64), edges, weights=ones * y)
+        full = n > 0
+        want = 0.5 * (edges[:-1] + edges[1:])  # empty (or all weight 0): the midpoint
+        want[full] = scipy.stats.beta(k[full] + 0.5, n[full] - k[full] + 0.5).mean()
+        assert full.sum() >= 5 and np.any(full & ((k == 0) | (k == n)))  # pure bins
+        np.testing.assert_allclose(cal.values, want, rtol=8 * np.finfo(DTYPE).eps)
+        raw = fit_histogram_binning(
+            y, p, bins=bins, strategy=strategy, weights=w, shrinkage=None
+        )
+        np.testing.assert_allclose(
+            np.asarray(raw.values)[full], k[full] / n[full], rtol=4 * np.finfo(DTYPE).eps
+        )
+        if weighted:  # an integer weight is a repeated row, shrinkage included
+            rep = np.repeat(np.arange(120), w.astype(int))
+            again = fit_histogram_binning(y[rep], p[rep], bins=bins, strategy=strategy)
+            np.testing.assert_allclose(again.values, cal.values, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shrinkage", ["jeffreys", None])
+def test_histogram_shrinkage_host_twin_equals_kernel_and_jit_equals_eager(
+    shrinkage, monkeypatch
+):
+    # the NumPy twin (host path) and the kernel share jeffreys_means: bit for bit
+    # unweighted; under jit the same kernel as eagerly
+    rng = np.random.default_rng(38)
+    p = rng.beta(0.6, 0.6, 90).astype(DTYPE)
+    y = (rng.uniform(size=90) < p).astype(DTYPE)
+    new = np.r_[0.0, 1.0, rng.uniform(size=30)].astype(DTYPE)
+    for kw in (dict(bins=15), dict(bins=8, strategy="quantile")):
+        host = fit_histogram_binning(y, p, shrinkage=shrinkage, **kw)
+        monkeypatch.setenv("BAYESCAL_HOST_PATH", "0")
+        kernel = fit_histogram_binning(y, p, shrinkage=shrinkage, **kw)
+        kernel_out = kernel(new)
+        jitted = jax.jit(
+            functools.partial(fit_histogram_binning, shrinkage=shrinkage, **kw)
+        )(jnp.asarray(y), jnp.asarray(p))
+        monkeypatch.delenv("BAYESCAL_HOST_PATH")
+        np.testing.assert_array_equal(host.edges, kernel.edges)
+        np.testing.assert_array_equal(host.values, kernel.values)
+        np.testing.assert_array_equal(host(new), kernel_out)
+        np.testing.assert_array_equal(jitted.edges, kernel.edges)
+        np.testing.assert_allclose(jitted.values, kernel.values, rtol=float_tol(), atol=0)
+        if shrinkage is not None:
+            assert np.all((np.asarray(host(new)) > 0) & (np.asarray(host(new)) < 1))
+
+
+def test_histogram_shrinkage_keeps_float32_below_one():
+    # (n + 1/2) / (n + 1) is within 2^-24 of 1 beyond n ~ 10^7, where float32 rounds it
+    # to 1: the largest float below 1 instead (the helper both paths use)
+    from bayescal._src.binned import jeffreys_means
+
+    for xp in (np, jnp):
+        out = jeffreys_means(
+            xp.asarray([1.0, 0.0], np.float32), xp.asarray([2**26, 2**26]), xp
+        )
+        out = np.asarray(out)
+        assert out.dtype == np.float32
+        assert out[0] == np.nextafter(np.float32(1), np.float32(0))
+        np.testing.assert_allclose(out[1], 0.5 / (2**26 + 1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shrinkage", ["jeffreys", None])
+def test_one_vs_rest_histogram_shrinks_as_the_binary_fit(shrinkage):
+    # fit_one_vs_rest fits all classes' histograms in one vmapped program: each class's
+    # calibrator equals fit_histogram_binning on (y == k, p[:, k]) with the same option
+    rng = np.random.default_rng(39)
+    truth = scipy.special.softmax(3 * rng.normal(size=(80, 3)), axis=1)
+    labels = np.array([rng.choice(3, p=row) for row in truth])
+    probs = truth.astype(DTYPE)
+    labels[:3] = [0, 1, 2]
+    kw = {} if shrinkage == "jeffreys" else {"shrinkage": None}  # the default, and None
+    ovr = fit_one_vs_rest(labels, probs, method="histogram", bins=6, **kw)
+    for k, cal in enumerate(ovr.calibrators):
+        one = fit_histogram_binning((labels == k).astype(DTYPE), probs[:, k], bins=6, **kw)
+        np.testing.assert_array_equal(cal.edges, one.edges)
+        np.testing.assert_allclose(cal.values, one.values, rtol=float_tol(), atol=0)
+    with pytest.raises(ValueError, match="shrinkage must be 'jeffreys'"):
+        fit_one_vs_rest(labels, probs, method="histogram", shrinkage="laplace")
+    with pytest.raises(ValueError, match="shrinkage must be 'jeffreys'"):
+        fit_histogram_binning(labels == 0, probs[:, 0], shrinkage="none")
 
 
 def _beta_reference(y, p):

@@ -75,9 +75,20 @@ def test_corp_terms_nonnegative_and_sum_to_brier(y, p):
 
 @given(labels, probs)
 def test_histogram_calibrator_reproduces_reliability_observed(y, p):
-    cal = fit_histogram_binning(y, p, bins=6)
+    # the raw fraction (shrinkage=None) is the reliability curve's observed mean
+    cal = fit_histogram_binning(y, p, bins=6, shrinkage=None)
     curve = reliability_curve(y, p, bins=6)
     np.testing.assert_array_equal(cal.values, curve.observed)
     np.testing.assert_allclose(
         np.asarray(cal(p)).mean(), y.mean(), atol=1e-5
     )  # binning preserves the event rate on its own data
+    # the default (Jeffreys) moves each nonempty bin's mean toward 1/2, by at most
+    # 1 / (2 (n + 1)), and strictly inside (0, 1); empty bins keep their midpoint
+    shrunk = np.asarray(fit_histogram_binning(y, p, bins=6).values, np.float64)
+    obs, n = np.asarray(curve.observed, np.float64), np.asarray(curve.weight, np.float64)
+    full = n > 0
+    slack = 4 * np.finfo(np.asarray(curve.observed).dtype).eps
+    assert np.all((shrunk[full] > 0) & (shrunk[full] < 1))
+    assert np.all(np.abs(shrunk - 0.5)[full] <= np.abs(obs - 0.5)[full] + slack)
+    assert np.all(np.abs(shrunk - obs)[full] <= 0.5 / (n[full] + 1) + slack)
+    np.testing.assert_array_equal(shrunk[~full], obs[~full])

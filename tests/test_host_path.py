@@ -712,10 +712,12 @@ def test_fit_bbq_and_its_map_equal_kernel(n, weighted, estimate):
     st.sampled_from([1, 7, "fd", "edges"]),
     st.sampled_from(["uniform", "quantile"]),
     st.booleans(),
+    st.sampled_from(["jeffreys", None]),
 )
-def test_fit_histogram_binning_and_its_map_equal_kernel(data, bins, strategy, weighted):
+def test_fit_histogram_binning_and_its_map_equal_kernel(data, bins, strategy, weighted, shrinkage):
     # the edges (weighted quantiles of integer weights included), the bins and each
-    # bin's mean: exactly; with weights, the means to float tolerance (sums)
+    # bin's mean, raw or shrunk (one jeffreys_means for both paths): exactly; with
+    # weights, the means to float tolerance (sums)
     y, p, w = data
     w = np.round(np.asarray(w) * 3) if weighted else None  # 0 to 3, some 0
     if bins == "edges":
@@ -723,7 +725,9 @@ def test_fit_histogram_binning_and_its_map_equal_kernel(data, bins, strategy, we
     elif bins == "fd":
         strategy = "uniform"
     got, want, answered = both(
-        lambda: fit_histogram_binning(y, p, bins=bins, strategy=strategy, weights=w)
+        lambda: fit_histogram_binning(
+            y, p, bins=bins, strategy=strategy, weights=w, shrinkage=shrinkage
+        )
     )
     assert answered == [want[1] is None]
     assert_same(got, want, exact=not weighted)
@@ -1001,6 +1005,7 @@ BAD = (
         (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 0.3]), {"bins": 0}),
         (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 0.3]), {"strategy": "kmeans"}),
         (fit_histogram_binning, ([0, 1, 2], [0.2, 0.6, 0.3]), {}),
+        (fit_histogram_binning, ([0, 1, 0], [0.2, 0.6, 0.3]), {"shrinkage": "laplace"}),
         (HIST, ([0.2, 1.5],), {}),
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 0.3]), {"c": 0.5}),
         (fit_bbq, ([0, 1, 0], [0.2, 0.6, 1.3]), {}),

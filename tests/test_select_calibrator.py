@@ -590,3 +590,53 @@ def test_the_paired_rule_keeps_a_finite_winner_over_an_infinite_none():
     close = np.array([[0.400, 0.410, 0.390, 0.405, 0.395], [0.399, 0.411, 0.389, 0.404, 0.396]])
     assert summarise(close, ("none", "platt"), "min").winner == 1
     assert summarise(close, ("none", "platt"), "paired").winner == 0  # within noise
+
+
+def _forest(seed=0):
+    """A random forest's probabilities (exact 0 and 1 among them) on calibration and
+    test thirds of scikit-learn's breast-cancer data, trained on the rest."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_breast_cancer(return_X_y=True)
+    x_fit, x_rest, y_fit, y_rest = train_test_split(
+        x, y, test_size=0.6, random_state=seed, stratify=y
+    )
+    x_cal, x_test, y_cal, y_test = train_test_split(
+        x_rest, y_rest, test_size=0.5, random_state=seed, stratify=y_rest
+    )
+    forest = RandomForestClassifier(n_estimators=50, random_state=seed).fit(x_fit, y_fit)
+    return (
+        y_cal,
+        forest.predict_proba(x_cal)[:, 1],
+        y_test,
+        forest.predict_proba(x_test)[:, 1],
+    )
+
+
+def test_shrunk_candidates_score_finite_on_a_random_forest():
+    # Issue 37, item 9: the histogram candidate (the raw fraction of positives) could
+    # say exactly 0 or 1 from a bin of a few observations, so a held-out observation
+    # of the other class there scored inf. It now shrinks, (k + 1/2) / (n + 1) (as
+    # BBQ's candidate takes its posterior means): every fold score, and the refitted
+    # winner's log-loss on new data, is finite. Reference: sklearn.metrics.log_loss.
+    y_cal, p_cal, y_test, p_test = _forest()
+    assert np.any(p_cal == 0) and np.any(p_cal == 1) and np.any(p_test == 1)
+    names = ("none", "platt_score", "isotonic", "histogram", "bbq")
+    res = clf.select_calibrator(y_cal, p_cal, key=0, candidates=names, rule="min")
+    for name in ("platt_score", "histogram", "bbq"):
+        row = res.fold_scores[names.index(name)]
+        assert np.all(np.isfinite(row)), (name, row)
+        cal = clf.select_calibrator(y_cal, p_cal, key=0, candidates=(name,)).calibrator
+        q = np.asarray(cal(p_test), np.float64)
+        assert np.all((q > 0) & (q < 1)), name
+        want = sk_log_loss(y_test, q, labels=[0, 1])
+        assert np.isfinite(want)
+        np.testing.assert_allclose(clf.log_loss(y_test, q), want, rtol=1e-5)
+    # the raw fraction: exactly 1 in a pure bin, and inf on this test set
+    raw = clf.fit_histogram_binning(y_cal, p_cal, shrinkage=None)
+    assert np.any(np.asarray(raw.values) == 1.0)
+    assert np.isinf(float(clf.log_loss(y_test, raw(p_test))))
+    # the isotonic fit and the forest itself still say 0 and 1: their rows may be inf
+    # (the table's footnote says why); eps= clips them when the user wants a number

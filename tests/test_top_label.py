@@ -47,13 +47,23 @@ def test_equals_per_class_fits_on_the_predicted_rows(method, options):
 
 def test_in_sample_top_label_calibration_per_class_and_bin():
     # the definition: P(Y = c(X) | c(X) = k, h(X) = v) = v, exactly on the fitting data
+    # with the raw fractions (shrinkage=None); the default's Jeffreys shrinkage gives
+    # each (class, bin) (m + 1/2) / (n + 1) of its n rows, m of them right
     y, p = _data(seed=1)
-    res = clf.fit_top_label(y, p, bins=5)(p)
-    label, conf = np.asarray(res.label), np.asarray(res.confidence, np.float64)
-    for k in range(p.shape[1]):
-        for v in np.unique(conf[label == k]):
-            rows = (label == k) & (conf == v)
-            np.testing.assert_allclose(np.mean(y[rows] == k), v, atol=1e-6)
+    for shrinkage in (None, "jeffreys"):
+        cal = clf.fit_top_label(y, p, bins=5, shrinkage=shrinkage)
+        res = cal(p)
+        label, conf = np.asarray(res.label), np.asarray(res.confidence, np.float64)
+        for k in range(p.shape[1]):
+            # the rows of each of class k's bins ([e_j, e_j+1), the last closed)
+            edges = np.asarray(cal.calibrators[k].edges)
+            mine = label == k
+            bin_of = np.clip(np.searchsorted(edges, p.max(axis=1), "right") - 1, 0, 4)
+            for j in np.unique(bin_of[mine]):
+                rows = mine & (bin_of == j)
+                right, n = np.sum(y[rows] == k), np.sum(rows)
+                want = right / n if shrinkage is None else (right + 0.5) / (n + 1)
+                np.testing.assert_allclose(conf[rows], want, atol=1e-6)
 
 
 def test_weights_zero_removes_rows():

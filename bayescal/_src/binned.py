@@ -27,6 +27,7 @@ __all__ = [
     "bin_midpoints",
     "binned_means",
     "means_from_sums",
+    "jeffreys_means",
 ]
 
 
@@ -408,3 +409,31 @@ def means_from_sums(
         mean = s / jnp.where(empty, 1, w)
         means.append(jnp.where(empty, 0 if f is None else f, mean).astype(s.dtype))
     return tuple(means)
+
+
+def jeffreys_means(observed, weight, xp=jnp):
+    r"""Per-bin posterior means :math:`(k + 1/2) / (n + 1)` of a positive rate under
+    Jeffreys' Beta(1/2, 1/2) prior, from the bin means ``observed`` :math:`= k / n`
+    and the (weighted) counts ``weight`` :math:`= n`.
+
+    Computed as :math:`\bar y + (1/2 - \bar y) / (n + 1)` in ``observed``'s dtype, so
+    a large bin moves by a rounding-sized amount; the result lies strictly inside
+    (0, 1) (at most the largest float below 1: in float32 a bin of more than ~10^7
+    observations, all positive, would otherwise round to 1). Empty bins
+    (:math:`n = 0`) keep ``observed`` (their fill value). ``xp`` is ``numpy`` (the
+    host twins) or ``jax.numpy``: one arithmetic for both.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal._src.binned import jeffreys_means
+    >>> jeffreys_means(np.array([1.0, 0.0, 0.5, 0.3]), np.array([4, 1, 6, 0]), np).tolist()
+    [0.9, 0.25, 0.5, 0.3]
+    """
+    dtype = observed.dtype
+    n = weight.astype(dtype)
+    half = xp.asarray(0.5, dtype)
+    shrunk = observed + (half - observed) / (n + xp.asarray(1, dtype))
+    below_one = xp.nextafter(xp.asarray(1, dtype), xp.asarray(0, dtype))
+    shrunk = xp.clip(shrunk, xp.asarray(xp.finfo(dtype).tiny, dtype), below_one)
+    return xp.where(n > 0, shrunk, observed).astype(dtype)

@@ -22,7 +22,7 @@ import numpy as np
 
 from bayescal._src import newton
 from bayescal._src import validation as _v
-from bayescal._src.binned import weighted_quantile_edges
+from bayescal._src.binned import jeffreys_means, weighted_quantile_edges
 from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.host import first as host_first
@@ -36,6 +36,7 @@ from bayescal.classification import _host
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
+    check_shrinkage,
     multiclass_compiler_options,
     multiclass_inputs,
     quick_compiler_options,
@@ -570,6 +571,7 @@ def fit_histogram_binning(
     bins: Any = 10,
     strategy: str = "uniform",
     weights: Any = None,
+    shrinkage: str | None = "jeffreys",
 ) -> HistogramBinningCalibrator:
     r"""Fit histogram binning: replace a probability by its bin's positive frequency.
 
@@ -589,6 +591,18 @@ def fit_histogram_binning(
         linear quantile, generalised to real weights), so an integer weight equals
         repeating the row and a weight of 0 removes it. ``bins="fd"`` ignores the
         weights, as ``np.histogram_bin_edges`` does. Finite, ``>= 0``, not all 0.
+        With shrinkage the weights count observations (the prior adds half a
+        positive and half a negative to each bin): weights scaled to sum to 1 would
+        let the prior dominate.
+    shrinkage : {"jeffreys", None}, default "jeffreys"
+        ``"jeffreys"``: a bin's value is :math:`(k + 1/2) / (n + 1)`, the posterior
+        mean of its positive rate under Jeffreys' Beta(1/2, 1/2) prior (as probcal's
+        ``HistogramBinningCalibrator(shrinkage="jeffreys")``), never exactly 0 or 1,
+        so no prediction is called impossible on the evidence of a few calibration
+        observations (a bin of 4 positives gives 0.9, not 1, and a held-out
+        negative there a finite log-loss). ``None``: the raw fraction
+        :math:`k / n` of Zadrozny & Elkan (the ``observed`` values of
+        :func:`reliability_curve`; what this function did before the option existed).
 
     Returns
     -------
@@ -596,26 +610,38 @@ def fit_histogram_binning(
 
     Notes
     -----
-    :math:`C(p) = \bar y_{k(p)}`, the fraction of positives among the calibration
-    observations in the bin of :math:`p` (the ``observed`` values of
-    :func:`reliability_curve`). A bin without calibration data gets its midpoint
-    (no information: the identity at the bin centre). The map is piecewise
-    constant and need not be monotone.
+    :math:`C(p) = (k_{b} + 1/2) / (n_{b} + 1)` with ``shrinkage="jeffreys"``, or
+    :math:`C(p) = k_b / n_b = \bar y_{b}` with ``shrinkage=None``, where
+    :math:`b = b(p)` is the bin of :math:`p`, :math:`n_b` the (weighted) number of
+    calibration observations in it and :math:`k_b` the (weighted) number of
+    positives among them. The shrinkage moves a bin's value toward 1/2 by
+    :math:`|1/2 - \bar y_b| / (n_b + 1) \le 1 / (2 (n_b + 1))`: 0.05 at
+    :math:`n_b = 9`, 0.0005 at :math:`n_b = 999`, so it matters only where a bin
+    holds few observations, which is where a raw 0 or 1 is least trustworthy. A bin
+    without calibration data gets its midpoint either way (no information: the
+    identity at the bin centre; strictly inside (0, 1) unless you pass edges making a
+    bin of zero width at 0 or 1). The map is piecewise constant and need not be
+    monotone.
 
     References
     ----------
     Zadrozny, B. and Elkan, C. (2001). Obtaining calibrated probability estimates from
     decision trees and naive Bayesian classifiers. *ICML*, 609-616.
+    Jeffreys, H. (1946). An invariant form for the prior probability in estimation
+    problems. *Proc. R. Soc. Lond. A* 186, 453-461.
 
     Examples
     --------
     >>> from bayescal.classification import fit_histogram_binning
     >>> cal = fit_histogram_binning([0, 1, 1, 1], [0.1, 0.2, 0.7, 0.8], bins=2)
-    >>> cal.values.tolist()
-    [0.5, 1.0]
-    >>> cal([0.05, 0.95]).tolist()
+    >>> cal.values.tolist()  # (1 + 1/2) / 3 and (2 + 1/2) / 3
+    [0.5, 0.8333333...]
+    >>> raw = fit_histogram_binning([0, 1, 1, 1], [0.1, 0.2, 0.7, 0.8], bins=2,
+    ...                             shrinkage=None)
+    >>> raw([0.05, 0.95]).tolist()
     [0.5, 1.0]
     """
+    shrinkage = check_shrinkage(shrinkage)
     y, p = binary_inputs(y_true, y_prob)
     w = check_weights(weights, p.shape[0], p.dtype)
     bins = resolve_bins(bins, strategy, p)
@@ -625,7 +651,14 @@ def fit_histogram_binning(
         if bins.edges is None and bins.strategy == "quantile":
             bins = bins._replace(edges=weighted_quantile_edges(p, w, bins.num_bins))
     curve, edges = _curve(y, p, w, bins, mask)
-    return HistogramBinningCalibrator(edges, curve.observed)
+    return HistogramBinningCalibrator(edges, _bin_values(curve, shrinkage))
+
+
+def _bin_values(curve: Any, shrinkage: str | None) -> jax.Array:
+    """A histogram calibrator's values: the curve's bin means, shrunk or not."""
+    if shrinkage is None:
+        return curve.observed
+    return jeffreys_means(curve.observed, curve.weight, jnp)
 
 
 # --------------------------------------------------------------------------- beta
@@ -1154,11 +1187,16 @@ def _nonparametric_ovr_options(method: Any, options: dict) -> tuple | None:
     they do not take, or bins that are not an int: ``"fd"`` or edges)."""
     if method == "isotonic" and not options:
         return ()
-    if method == "histogram" and set(options) <= {"bins", "strategy"}:
+    if method == "histogram" and set(options) <= {"bins", "strategy", "shrinkage"}:
         bins = options.get("bins", 10)
         strategy = options.get("strategy", "uniform")
+        shrinkage = options.get("shrinkage", "jeffreys")
+        if shrinkage is not None and not (
+            isinstance(shrinkage, str) and shrinkage == "jeffreys"
+        ):
+            return None  # the loop's fit raises its message
         if isinstance(bins, int | np.integer) and not isinstance(bins, bool):
-            return (("bins", int(bins)), ("strategy", strategy))
+            return (("bins", int(bins)), ("shrinkage", shrinkage), ("strategy", strategy))
     return None
 
 
@@ -1206,9 +1244,9 @@ def _fit_ovr_nonparametric(y_true, probs, weights, n, *, method, options):
             return _curve(yk, pk, weights if user_weights else None, b, mask)
 
         curves, edges = jax.vmap(one)(labels, p.T)
+        values = _bin_values(curves, opts["shrinkage"])
         cals = tuple(
-            HistogramBinningCalibrator(edges[k], curves.observed[k])
-            for k in range(num_classes)
+            HistogramBinningCalibrator(edges[k], values[k]) for k in range(num_classes)
         )
     return OneVsRestCalibrator(cals)
 
@@ -1448,8 +1486,11 @@ def fit_top_label(
     ...                   [0.5, 0.4, 0.1], [0.3, 0.3, 0.4], [0.2, 0.6, 0.2]])
     >>> cal = fit_top_label([0, 1, 2, 1, 2, 0], probs, bins=1)
     >>> out = cal(probs)
-    >>> out.label.tolist(), out.confidence.tolist()
-    ([0, 1, 2, 0, 2, 1], [0.5, 0.5, 1.0, 0.5, 1.0, 0.5])
+    >>> out.label.tolist(), [round(float(c), 4) for c in out.confidence]
+    ([0, 1, 2, 0, 2, 1], [0.5, 0.5, 0.8333, 0.5, 0.8333, 0.5])
+
+    (Class 2, predicted twice and right twice: :math:`(2 + 1/2) / (2 + 1)`, histogram
+    binning's Jeffreys shrinkage; ``shrinkage=None`` gives 1.0.)
     """
     fit = _binary_fit(method)
     if method == "histogram":

@@ -468,11 +468,16 @@ def fit_histogram_binning(
     bins: Any = 10,
     strategy: Any = "uniform",
     weights: Any = None,
+    shrinkage: Any = "jeffreys",
 ) -> Any:
     """:func:`bayescal.classification.fit_histogram_binning` on the host: the edges of
-    :func:`reliability_curve` (weighted quantiles with weights) and its observed means."""
+    :func:`reliability_curve` (weighted quantiles with weights) and its observed means,
+    shrunk by the kernel's own ``jeffreys_means`` (with NumPy)."""
+    from bayescal._src.binned import jeffreys_means
     from bayescal.classification._calibrators import HistogramBinningCalibrator
 
+    if not (shrinkage is None or (isinstance(shrinkage, str) and shrinkage == "jeffreys")):
+        return None  # the kernel path raises its message
     data = _binary(y_true, y_prob, weights, True)
     if data is None:
         return None
@@ -495,7 +500,10 @@ def fit_histogram_binning(
     means = _bin_means(y, p, w, edges, _bin_index(p, edges))
     if means is None:
         return None
-    return HistogramBinningCalibrator(_device(edges), _device(means[2]))
+    weight, _, values = means
+    if shrinkage is not None:
+        values = jeffreys_means(values, weight, np)
+    return HistogramBinningCalibrator(_device(edges), _device(values))
 
 
 def histogram_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:

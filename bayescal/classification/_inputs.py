@@ -148,6 +148,20 @@ def multiclass_inputs(y_true: Any, probs: Any) -> tuple[jax.Array, jax.Array]:
     return y, p
 
 
+#: The shrinkage of histogram binning's bin values (``None``: the raw frequency).
+SHRINKAGES = ("jeffreys",)
+
+
+def check_shrinkage(shrinkage: Any) -> str | None:
+    """Histogram binning's ``shrinkage``: ``"jeffreys"`` or ``None``."""
+    if shrinkage is None or (isinstance(shrinkage, str) and shrinkage in SHRINKAGES):
+        return shrinkage
+    raise ValueError(
+        "shrinkage must be 'jeffreys' (the posterior mean (k + 1/2) / (n + 1) of a "
+        f"bin's k positives among n) or None (the raw fraction k / n); got {shrinkage!r}."
+    )
+
+
 def check_eps(eps: Any) -> float | None:
     """Optional clipping constant: ``None`` or a float in (0, 0.5)."""
     if eps is None:

@@ -12,6 +12,7 @@ from jax.scipy.special import xlog1py, xlogy
 
 from bayescal._src import selection as _sel
 from bayescal._src import validation as _v
+from bayescal._src.binned import jeffreys_means
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.isotonic import _host_pav
 from bayescal._src.resampling import check_key
@@ -153,6 +154,8 @@ def _host_histogram(data, w_rows, num_bins=10):
     mid = ((edges[:-1] + edges[1:]) / 2).astype(p.dtype)  # an empty bin: its midpoint
     with np.errstate(invalid="ignore", divide="ignore"):
         values = np.where(total > 0, ones / np.where(total > 0, total, 1), mid)
+    # the candidate's shrinkage, (k + 1/2) / (n + 1), by fit_histogram_binning's helper
+    values = jeffreys_means(values, total, np)
     q = np.take_along_axis(values, np.broadcast_to(idx, (rows, p.size)), axis=1)
 
     def build(r):
@@ -184,7 +187,9 @@ def _fit_spline(y, p, w):
 
 
 def _fit_bbq(y, p, w):
-    return fit_bbq(y, p, weights=w)
+    # the posterior-mean estimates (never exactly 0 or 1, as the histogram candidate):
+    # a cross-validated log-loss and the refitted winner stay finite on new data
+    return fit_bbq(y, p, weights=w, estimate="posterior")
 
 
 #: The candidates :func:`select_calibrator` knows, by name. A new binary calibrator
@@ -213,8 +218,11 @@ CANDIDATES: dict[str, _sel.Candidate] = {
         host=_host_isotonic,
     ),
     "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w), host=_host_beta),
+    # Jeffreys' shrinkage (fit_histogram_binning's default, named here so that the
+    # candidate never says 0 or 1 whatever the default): no infinite held-out log-loss
     "histogram": _sel.Candidate(
-        lambda y, p, w: fit_histogram_binning(y, p, weights=w), host=_host_histogram
+        lambda y, p, w: fit_histogram_binning(y, p, weights=w, shrinkage="jeffreys"),
+        host=_host_histogram,
     ),
     # its model range counts the fold's rows of weight > 0
     "bbq": _sel.Candidate(_fit_bbq, host=_host_rows(_fit_bbq)),
@@ -381,14 +389,16 @@ def select_calibrator(
     candidates : tuple of str, default ("none", "platt", "isotonic", "beta", "histogram")
         Names in :data:`CANDIDATES`: ``"none"`` (the raw probabilities), and the
         calibrators of :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_beta`,
-        :func:`fit_histogram_binning`, with their defaults; ``"platt_score"``
+        :func:`fit_histogram_binning`, with their defaults (histogram binning's
+        Jeffreys shrinkage, :math:`(k + 1/2) / (n + 1)` per bin, so that it never
+        predicts exactly 0 or 1 from a few observations); ``"platt_score"``
         (:func:`fit_platt` with ``input="score"``: the sigmoid of ``A p + B`` of the
         probability itself, scikit-learn's ``CalibratedClassifierCV(method="sigmoid")``
         on ``predict_proba``). When ``y_prob`` holds probabilities of exactly 0 or 1
         (random forests, boosted trees), whose logit is infinite, the default is
         ``("none", "platt_score", "isotonic", "histogram")``: no clip to choose, and
-        the result does not depend on one. ``"bbq"`` (:func:`fit_bbq`)
-        and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
+        the result does not depend on one. ``"bbq"`` (:func:`fit_bbq` with
+        ``estimate="posterior"``, never exactly 0 or 1) and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
         cross-validation within each fold) are not defaults but can be named too.
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
@@ -411,7 +421,7 @@ def select_calibrator(
     eps : float in (0, 0.5), optional
         With ``score="log_loss"``: clip the scored probabilities to ``[eps, 1 - eps]``.
         Off by default, so a calibrator that gives probability 0 to an event that
-        happens (isotonic, histogram) scores ``inf``.
+        happens (isotonic; the raw probabilities of a tree ensemble) scores ``inf``.
 
     Returns
     -------
