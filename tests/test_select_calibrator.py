@@ -262,6 +262,94 @@ def test_bad_data():
         jax.jit(lambda p: clf.select_calibrator(Y, p, key=0))(P)
 
 
+def _with(x, tail):
+    """``x`` with its last values replaced by ``tail``."""
+    return np.r_[np.asarray(x, float)[: -len(tail)], tail]
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        # the values found and their count, as the other public functions say them
+        (
+            dict(y_true=_with(Y, [2, 7, 7])),
+            r"y_true must hold binary labels 0 and 1; got 3 other values \(2\.0, 7\.0, "
+            r"7\.0\)",
+        ),
+        (dict(y_true=_with(Y, [np.nan])), r"y_true .* got 1 other value \(nan\)"),
+        (
+            dict(y_true=_with(Y, [2**32 + 1]).astype(np.int64)),  # no wrap to 1 (int32)
+            r"y_true .* got 1 other value \(4294967297\)",
+        ),
+        (
+            dict(y_prob=_with(P, [np.nan, np.nan, np.inf])),
+            r"y_prob contains 2 NaN and 1 infinite values",
+        ),
+        (
+            dict(y_prob=_with(P, [1.5, -0.25])),
+            r"y_prob must lie in \[0, 1\]; got 2 values outside it \(min -0\.25, max 1\.5\)",
+        ),
+        (
+            dict(weights=_with(np.ones(60), [-1.0, -2.0])),
+            r"weights must be >= 0; got 2 negative values",
+        ),
+        (
+            dict(weights=_with(np.ones(60), [np.nan])),
+            r"weights contains 1 NaN and 0 infinite values",
+        ),
+        (dict(weights=np.zeros(60)), r"weights are all 0"),
+    ],
+)
+def test_bad_values_get_the_other_functions_messages(kwargs, match):
+    # Issue 37, friction: select_calibrator said "y_true must hold binary labels, 0 or
+    # 1." (no values) and "y_prob must hold finite probabilities in [0, 1]." (no
+    # counts), where docs/bad-input.md promises the counts of NaN and inf and the
+    # labels found; its messages are now the shared validation's. Each names the
+    # argument passed (tests/test_fuzz.py's rule for every public function).
+    args = {"y_true": Y, "y_prob": P, "key": 0, **kwargs}
+    with pytest.raises(ValueError, match=match) as caught:
+        clf.select_calibrator(**args)
+    named = [k for k in kwargs if k in str(caught.value)]
+    assert named, str(caught.value)
+    # the same words as a fit's own check of the same argument, where it has one
+    fit_args = {k: args[k] for k in ("y_true", "y_prob", "weights") if k in args}
+    with pytest.raises(ValueError) as fit_error:
+        clf.fit_histogram_binning(**fit_args)
+    assert str(fit_error.value).split(";")[0] == str(caught.value).split(";")[0]
+
+
+@pytest.mark.parametrize(
+    "y, p, match",
+    [
+        (
+            [0, 1, 3, 2.5],
+            np.full((4, 3), 1 / 3),
+            r"y_true must hold class labels 0 \.\. 2 .* got 2 other values \(2\.5, 3\.0\)",
+        ),
+        (
+            [0, 1, 2, 2],
+            [[0.5, 0.5, np.nan]] + [[0.2, 0.3, 0.5]] * 3,
+            r"y_prob contains 1 NaN and 0 infinite values",
+        ),
+        (
+            [0, 1, 2, 2],
+            [[0.5, 0.5, 0.0]] + [[0.2, 0.3, 0.5]] * 3,
+            r"y_prob must hold class probabilities in \(0, 1\].* got 1 value outside it "
+            r"\(0\.0\)",
+        ),
+        (
+            [0, 1, 2, 2],
+            [[0.5, 0.4, 0.2]] + [[0.2, 0.3, 0.5]] * 3,
+            r"y_prob's rows must sum to 1 .*; 1 of 4 rows do not, the worst \(row 0\) "
+            r"sums to 1\.1",
+        ),
+    ],
+)
+def test_multiclass_bad_values_show_the_values_and_counts(y, p, match):
+    with pytest.raises(ValueError, match=match):
+        clf.select_calibrator(np.asarray(y), np.asarray(p), key=0)
+
+
 def test_a_new_n_in_the_bucket_compiles_nothing_with_an_isotonic_winner():
     from tests.conftest import compilations_during
 

@@ -219,6 +219,19 @@ def test_bad_data():
         jax.jit(lambda m: reg.select_recalibrator(Y, m, SCALE, key=0))(LOC)
 
 
+@pytest.mark.parametrize("name", ["y_true", "loc", "scale", "weights"])
+def test_non_finite_values_get_their_counts(name):
+    # Issue 37, friction: "y_true must be finite." gave no count; the message is now
+    # the other functions' (crps_normal's): the argument, the counts of NaN and inf
+    args = {"y_true": Y, "loc": LOC, "scale": SCALE, "weights": np.ones(60)}
+    args[name] = np.r_[args[name][:-3], np.nan, np.inf, -np.inf]
+    with pytest.raises(ValueError, match=rf"^{name} contains 1 NaN and 2 infinite values"):
+        reg.select_recalibrator(**args, key=0)
+    if name != "weights":
+        with pytest.raises(ValueError, match=rf"^{name} contains 1 NaN and 2 infinite"):
+            reg.crps_normal(args["y_true"], args["loc"], args["scale"])
+
+
 def test_a_first_call_compiles_at_most_the_fold_program():
     # the fits and scores run in NumPy: only the fold assignment's program (per bucket)
     from tests.conftest import compilations_during

@@ -169,9 +169,22 @@ def host_weights(weights: Any, n: int, dtype: Any) -> np.ndarray:
             f"weights must be numeric, one per observation (shape ({n},)); got dtype "
             f"{w.dtype} and shape {w.shape}."
         )
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
-        raise ValueError("weights must be finite and >= 0, and not all 0.")
-    return w.astype(dtype)
+    with np.errstate(over="ignore"):  # first: a float64 weight beyond float32's range
+        w = w.astype(dtype)  # becomes inf, rejected below (as the other functions do)
+    # the other functions' messages: the counts of NaN, inf and negative weights
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(_v.failure_message("nonnegative", "weights", w, what="weights"))
+    if not np.any(w > 0):
+        raise ValueError(_v.failure_message("any_positive", "weights", w, what="weight"))
+    return w
+
+
+def some_values(x: np.ndarray, bad: np.ndarray, show: int = 5) -> tuple[int, str]:
+    """The count of ``x[bad]`` and its ``show`` smallest distinct values as text
+    (``"2, 5.5, nan"``, ``", ..."`` after them when there are more), for a message."""
+    values = np.unique(x[bad])
+    more = ", ..." if values.size > show else ""
+    return int(np.sum(bad)), ", ".join(repr(v) for v in values[:show].tolist()) + more
 
 
 class Table(NamedTuple):

@@ -56,6 +56,7 @@ __all__ = [
     "reject_masked",
     "narrows",
     "record",
+    "failure_message",
     "observation_count",
     "observation_mask",
     "masked_nan",
@@ -316,6 +317,17 @@ def record(
         pending.append(check)
         return
     _evaluate([check])
+
+
+def failure_message(
+    kind: str, name: str, *arrays: Any, params: tuple[Any, ...] = (), what: str = "values"
+) -> str:
+    """The message of a :func:`record` check of ``kind`` that the caller found failing
+    itself (e.g. in NumPy on the host): the same words, values and counts as the
+    public functions' own checks, with no flag pass (which, beyond the host checks'
+    size, would see int64 values narrowed to int32 without x64)."""
+    with jax.ensure_compile_time_eval():
+        return _message(_Check(kind, name, tuple(arrays), tuple(params), what))
 
 
 def _evaluate(checks: Sequence[_Check]) -> jax.Array | None:
@@ -891,8 +903,10 @@ def _message(c: _Check) -> str:
             f"{what[1:]} are nonnegative."
         )
     if c.kind == "unit":
+        outside = _count((x < 0) | (x > 1))
         return (
-            f"{name} must lie in [0, 1]; got values outside it ({_range(x)}). "
+            f"{name} must lie in [0, 1]; got {outside} value{'s' if outside != 1 else ''} "
+            f"outside it ({_range(x)}). "
             f"{what[0].upper() + what[1:]} are probabilities: check the input is not a raw "
             "score, a logit or a percentage."
         )
@@ -900,10 +914,12 @@ def _message(c: _Check) -> str:
         bad_mask = (x != 0) & (x != 1)
         (idx,) = jnp.nonzero(bad_mask.ravel(), size=5, fill_value=-1)
         vals = [x.ravel()[i].item() for i in np.asarray(idx) if i >= 0]
-        more = ", ..." if _count(bad_mask) > len(vals) else ""
+        num_bad = _count(bad_mask)
+        more = ", ..." if num_bad > len(vals) else ""
         shown = ", ".join(repr(v) for v in vals) + more
         return (
-            f"{name} must hold binary labels 0 and 1; got other values ({shown}). Encode "
+            f"{name} must hold binary labels 0 and 1; got {num_bad} other "
+            f"value{'s' if num_bad != 1 else ''} ({shown}). Encode "
             "the positive class as 1 and the negative class as 0 (e.g. y == positive_label)."
         )
     if c.kind == "both_classes":

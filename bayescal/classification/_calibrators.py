@@ -1105,7 +1105,8 @@ def fit_one_vs_rest(
         binary fit (see their ``weights``): an integer weight equals repeating the
         row, a weight of 0 removes it. Finite, ``>= 0``, not all 0.
     **options
-        Passed to the binary fit (e.g. ``bins=`` for histogram, ``eps=`` for beta).
+        Passed to the binary fit (e.g. ``bins=`` or ``shrinkage=`` for histogram,
+        ``eps=`` for beta).
 
     Returns
     -------
@@ -1444,7 +1445,9 @@ def fit_top_label(
         The binary calibrator fitted, for each class ``k``, to the pairs
         (``y_i == k``, ``max_j p_ij``) of the rows predicted as ``k``.
         ``"histogram"`` defaults to ``bins=10, strategy="quantile"`` (uniform-mass
-        bins, as in the paper).
+        bins, as in the paper) and to :func:`fit_histogram_binning`'s Jeffreys
+        shrinkage, :math:`(k + 1/2) / (n + 1)` per bin (``shrinkage=None``: the
+        paper's raw fractions :math:`k / n`).
     weights : array_like, shape [N], optional
         Observation weights (scikit-learn's ``sample_weight``), passed to the binary
         fits: an integer weight equals repeating the row, 0 removes it.

@@ -557,12 +557,16 @@ def _host_inputs(y_true: Any, y_prob: Any, names: tuple) -> tuple[np.ndarray, np
             f"{p.shape}."
         )
     if not np.all((y == 0) | (y == 1)):
-        raise ValueError("y_true must hold binary labels, 0 or 1.")
+        # the other functions' message: the values found and their count
+        raise ValueError(_v.failure_message("binary", "y_true", y))
     p = p.astype(jnp.result_type(float)) if p.dtype.kind != "f" else p
     if p.dtype == np.float64 and not jax.config.jax_enable_x64:
         p = p.astype(np.float32)
     if not np.all(np.isfinite(p)) or np.any((p < 0) | (p > 1)):
-        raise ValueError("y_prob must hold finite probabilities in [0, 1].")
+        # the counts of NaN and inf, or of the values outside [0, 1] and their range
+        raise ValueError(
+            _v.failure_message("unit", "y_prob", p, what="predicted probabilities")
+        )
     if _LOGIT & set(names) and np.any((p == 0) | (p == 1)):
         bad = sorted(_LOGIT & set(names))
         raise ValueError(
@@ -680,20 +684,38 @@ def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray
             f"got shapes {y.shape} and {p.shape}."
         )
     c = p.shape[1]
-    if not np.all((y == np.round(y)) & (y >= 0) & (y < c)):
-        raise ValueError(f"y_true must hold class labels 0 .. {c - 1} (one per column of y_prob).")
+    with np.errstate(invalid="ignore"):
+        bad = ~((y == np.round(y)) & (y >= 0) & (y < c))
+    if np.any(bad):
+        count, shown = _sel.some_values(y, bad)
+        raise ValueError(
+            f"y_true must hold class labels 0 .. {c - 1} (one per column of y_prob); got "
+            f"{count} other value{'s' if count != 1 else ''} ({shown}). Pass class "
+            "indices (e.g. np.argmax of one-hot labels)."
+        )
     p = p.astype(jnp.result_type(float)) if p.dtype.kind != "f" else p
     if p.dtype == np.float64 and not jax.config.jax_enable_x64:
         p = p.astype(np.float32)
-    if not np.all(np.isfinite(p)) or np.any((p <= 0) | (p > 1)):
+    if not np.all(np.isfinite(p)):  # the counts of NaN and inf
+        raise ValueError(_v.failure_message("finite", "y_prob", p, what="class probabilities"))
+    if np.any((p <= 0) | (p > 1)):
+        count, shown = _sel.some_values(p, (p <= 0) | (p > 1))
         raise ValueError(
-            "y_prob must hold finite class probabilities in (0, 1]: the candidates fit "
-            "log(p), infinite at 0. Clip and renormalise (e.g. p = np.clip(p, 1e-7, 1); "
+            "y_prob must hold class probabilities in (0, 1]: the candidates fit log(p), "
+            f"infinite at 0; got {count} value{'s' if count != 1 else ''} outside it "
+            f"({shown}). Clip and renormalise (e.g. p = np.clip(p, 1e-7, 1); "
             "p /= p.sum(1, keepdims=True))."
         )
     tol = (1e-4 if p.dtype == np.float32 else 1e-8) * c
-    if np.any(np.abs(p.sum(axis=1, dtype=np.float64) - 1) > tol):
-        raise ValueError(f"y_prob's rows must sum to 1 (within {tol:g}).")
+    off = np.abs(p.sum(axis=1, dtype=np.float64) - 1)
+    if np.any(off > tol):
+        worst = int(np.argmax(off))
+        raise ValueError(
+            f"y_prob's rows must sum to 1 (within {tol:g}); {int(np.sum(off > tol))} of "
+            f"{p.shape[0]} rows do not, the worst (row {worst}) sums to "
+            f"{float(p[worst].sum(dtype=np.float64)):.6g}. Normalise the rows (e.g. "
+            "p /= p.sum(1, keepdims=True))."
+        )
     return y.astype(np.int64), p
 
 

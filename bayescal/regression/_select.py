@@ -321,11 +321,9 @@ def _host_inputs(y_true: Any, loc: Any, scale: Any) -> tuple[np.ndarray, ...]:
     if dtype == np.float64 and not jax.config.jax_enable_x64:
         dtype = np.dtype(np.float32)
     y, m, s = (a.astype(dtype) for a in out)
-    for a, name in ((y, "y_true"), (m, "loc")):
-        if not np.all(np.isfinite(a)):
-            raise ValueError(f"{name} must be finite.")
-    if not np.all(np.isfinite(s)):
-        raise ValueError("scale must be finite.")
+    for a, name in ((y, "y_true"), (m, "loc"), (s, "scale")):
+        if not np.all(np.isfinite(a)):  # the counts of NaN and inf
+            raise ValueError(_v.failure_message("finite", name, a))
     tiny = np.finfo(dtype).tiny
     if np.any(s < tiny):  # a subnormal scale is flushed to 0 on the device (as crps_normal)
         raise ValueError(
