@@ -97,7 +97,9 @@ class Calibrator(Protocol):
     it passes through :func:`jax.jit` and stacks under :func:`jax.vmap`; callable
     on new predictions; comparable with ``==`` without raising (same class, options
     and bitwise-equal arrays); saved and loaded by :func:`save_calibrator` /
-    :func:`load_calibrator`.
+    :func:`load_calibrator`. Its repr is short at any size: scalar fields print as
+    numbers, vectors of up to 6 values in full, longer arrays as their size, dtype and
+    mean.
 
     Examples
     --------
@@ -105,6 +107,9 @@ class Calibrator(Protocol):
     >>> from bayescal.regression import fit_isotonic_recalibrator
     >>> isinstance(fit_isotonic_recalibrator([0.1, 0.5, 0.7]), Calibrator)
     True
+    >>> fit_isotonic_recalibrator([0.1, 0.5, 0.7])  # doctest: +NORMALIZE_WHITESPACE
+    IsotonicLevelCalibrator(raw=[0. , 0.1, 0.5, 0.7, 1. ],
+                            calibrated=[0. , 0.3333, 0.6667, 1. , 1. ])
 
     Saved and loaded back, equal:
 

@@ -628,6 +628,8 @@ def null_pvalue(
     >>> res = null_pvalue(jax.random.key(0), stat, 1.0, sim, num_samples=99)
     >>> round(float(res.pvalue), 4)  # a mean of 1.0 is 5 standard errors away
     0.01
+    >>> res  # doctest: +ELLIPSIS
+    NullTestResult(statistic=1.0, pvalue=0.01, samples=<99 float... values, mean 0.1...>)
     """
     _check_metric(statistic, "statistic")
     _check_metric(simulate, "simulate")

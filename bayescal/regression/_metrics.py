@@ -253,7 +253,8 @@ def sharpness(
     Examples
     --------
     >>> from bayescal.regression import sharpness
-    >>> float(sharpness([1.0, 3.0])), round(float(sharpness([1.0, 3.0], root=True)), 4)
+    >>> s = [1.0, 3.0]
+    >>> round(float(sharpness(s)), 4), round(float(sharpness(s, root=True)), 4)
     (5.0, 2.2361)
     """
     if (scale is None) == (draws is None):
