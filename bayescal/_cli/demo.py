@@ -20,11 +20,11 @@ from bayescal._cli.evaluate import (
     _regression_pvalues,
     classification_pvalues,
     p_cell,
-    paired_interval,
     wilson_interval,
 )
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.report import format_table
+from bayescal._src.selection import paired_interval
 from bayescal.arviz import PARETO_K_THRESHOLD
 from bayescal.datasets import load_diabetes
 

@@ -769,30 +769,12 @@ RECALIBRATORS = tuple(dict.fromkeys(REGRESSION_RECALIBRATORS + CLASSIFIER_RECALI
 _CV_FOLDS = 5
 
 
-def paired_interval(differences) -> tuple[float, float]:
-    """Mean of paired differences and the half-width of its Student's t 95% interval.
-
-    ``(mean, half)``: the interval is ``mean +- half``; ``half`` is nan for one
-    difference, and both are non-finite where a difference is.
-
-    Examples
-    --------
-    >>> [round(v, 4) for v in paired_interval([1.0, 2.0, 3.0])]
-    [2.0, 2.4841]
-    """
-    from scipy.stats import t
-
-    d = np.asarray(differences, np.float64)
-    with np.errstate(invalid="ignore"):
-        mean = float(np.mean(d))
-        se = float(np.std(d, ddof=1) / np.sqrt(d.size)) if d.size > 1 else math.nan
-    return mean, float(t.ppf(0.975, d.size - 1)) * se if d.size > 1 else math.nan
-
-
 def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> dict:
     """Whether ``method`` beat no recalibration in cross-validation on the calibration
     part: its paired difference to "none" over the folds, with Student's t 95%
     interval (the rule of select_calibrator), in words."""
+    from bayescal._src.selection import paired_interval
+
     scores = np.asarray(fold_scores, np.float64)
     k = scores.shape[1]
     diff, half = paired_interval(scores[names.index(method)] - scores[names.index("none")])
@@ -814,12 +796,10 @@ def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> 
 
 def _choose(names: tuple, fold_scores: np.ndarray) -> str:
     """The candidate with the lowest mean, unless its 95% interval against "none"
-    reaches 0 (select_calibrator's default rule)."""
-    means = np.nanmean(np.where(np.isnan(fold_scores), np.inf, fold_scores), axis=1)
-    best = names[int(np.argmin(means))]
-    if best == "none":
-        return best
-    return best if _verdict(names, fold_scores, best, "")["helped"] == "yes" else "none"
+    reaches 0: select_calibrator's and select_recalibrator's default rule."""
+    from bayescal._src.selection import summarise
+
+    return names[summarise(np.asarray(fold_scores, np.float64), names, "paired").winner]
 
 
 def _split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,6 +34,7 @@ __all__ = [
     "host_scores",
     "host_weights",
     "on_host",
+    "paired_interval",
     "summarise",
     "table_repr",
 ]
@@ -244,6 +245,24 @@ def _t_quantile(dof: int) -> float:
     from scipy.stats import t
 
     return float(t.ppf(0.975, dof))
+
+
+def paired_interval(differences: Any) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its Student's t 95% interval,
+    the interval :func:`summarise`'s ``"paired"`` rule uses.
+
+    ``(mean, half)``: the interval is ``mean +- half``; ``half`` is nan for one
+    difference, and both are non-finite where a difference is.
+
+    Examples
+    --------
+    >>> [round(v, 4) for v in paired_interval([1.0, 2.0, 3.0])]
+    [2.0, 2.4841]
+    """
+    d = np.asarray(differences, np.float64).reshape(-1)
+    mean, se = _mean_se(d)
+    half = _t_quantile(d.size - 1) * se if d.size > 1 else np.nan
+    return float(mean), float(half)
 
 
 def table_repr(title: str, names, mean, se, diff, diff_se, winner: str, score: str) -> str:
