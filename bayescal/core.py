@@ -56,6 +56,7 @@ from bayescal._src.resampling import (
     bootstrap,
     null_pvalue,
 )
+from bayescal._src.selection import paired_interval
 from bayescal._src.sorting import gather_all
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "curve_area",
     "bootstrap",
     "null_pvalue",
+    "paired_interval",
 ]
 
 

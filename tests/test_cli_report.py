@@ -660,7 +660,7 @@ def test_paired_interval_is_scipys_one_sample_t_interval():
     # reference: scipy.stats.ttest_1samp(...).confidence_interval() (95%)
     from scipy import stats
 
-    from bayescal._src.selection import paired_interval
+    from bayescal.core import paired_interval
 
     d = np.random.default_rng(3).normal(0.2, 1.0, size=37)
     mean, half = paired_interval(d)

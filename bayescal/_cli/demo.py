@@ -24,8 +24,8 @@ from bayescal._cli.evaluate import (
 )
 from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.report import format_table
-from bayescal._src.selection import paired_interval
 from bayescal.arviz import PARETO_K_THRESHOLD
+from bayescal.core import paired_interval
 from bayescal.datasets import load_diabetes
 
 LEVELS_90 = 0.9

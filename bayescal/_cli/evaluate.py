@@ -773,7 +773,7 @@ def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> 
     """Whether ``method`` beat no recalibration in cross-validation on the calibration
     part: its paired difference to "none" over the folds, with Student's t 95%
     interval (the rule of select_calibrator), in words."""
-    from bayescal._src.selection import paired_interval
+    from bayescal.core import paired_interval
 
     scores = np.asarray(fold_scores, np.float64)
     k = scores.shape[1]
@@ -796,10 +796,12 @@ def _verdict(names: tuple, fold_scores: np.ndarray, method: str, score: str) -> 
 
 def _choose(names: tuple, fold_scores: np.ndarray) -> str:
     """The candidate with the lowest mean, unless its 95% interval against "none"
-    reaches 0: select_calibrator's and select_recalibrator's default rule."""
-    from bayescal._src.selection import summarise
-
-    return names[summarise(np.asarray(fold_scores, np.float64), names, "paired").winner]
+    reaches 0 (select_calibrator's default rule)."""
+    means = np.nanmean(np.where(np.isnan(fold_scores), np.inf, fold_scores), axis=1)
+    best = names[int(np.argmin(means))]
+    if best == "none":
+        return best
+    return best if _verdict(names, fold_scores, best, "")["helped"] == "yes" else "none"
 
 
 def _split_indices(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

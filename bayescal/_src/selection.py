@@ -233,8 +233,7 @@ def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Tab
         bound = mean[best] + (se[best] if np.isfinite(se[best]) else 0.0)
         best = int(np.flatnonzero(ok & (mean <= bound))[0])
     if rule == "paired" and "none" in names and names[best] != "none":
-        folds = fold_scores.shape[-1]
-        upper = diff[best] + _t_quantile(folds - 1) * diff_se[best]
+        upper = sum(paired_interval(paired[best]))
         if np.isfinite(upper) and upper >= 0:  # NaN or -inf (none scored inf): keep
             best = names.index("none")
     return Table(mean, se, diff, diff_se, best)
@@ -248,14 +247,28 @@ def _t_quantile(dof: int) -> float:
 
 
 def paired_interval(differences: Any) -> tuple[float, float]:
-    """Mean of paired differences and the half-width of its Student's t 95% interval,
-    the interval :func:`summarise`'s ``"paired"`` rule uses.
+    """Mean of paired differences and the half-width of its Student's t 95% interval.
 
-    ``(mean, half)``: the interval is ``mean +- half``; ``half`` is nan for one
-    difference, and both are non-finite where a difference is.
+    The interval of the default ``"paired"`` rule of
+    :func:`bayescal.classification.select_calibrator` and
+    :func:`bayescal.regression.select_recalibrator` (and of ``bayescal evaluate
+    --recalibrate``'s verdict): a candidate is chosen over no recalibration only when
+    the interval of its paired score difference to it, over the folds, lies below 0.
+
+    Parameters
+    ----------
+    differences : array_like
+        Paired differences, e.g. a candidate's score minus "none"'s in each fold.
+
+    Returns
+    -------
+    tuple of float
+        ``(mean, half)``: the interval is ``mean +- half``; ``half`` is nan for one
+        difference, and both are non-finite where a difference is.
 
     Examples
     --------
+    >>> from bayescal.core import paired_interval
     >>> [round(v, 4) for v in paired_interval([1.0, 2.0, 3.0])]
     [2.0, 2.4841]
     """
