@@ -419,19 +419,32 @@ def _site_fn(model, draw, args, kwargs, site, observed):
     return _handlers.trace(m).get_trace(*args, **kwargs)
 
 
-@functools.partial(jax.jit, static_argnames=("spec",))
-def _average_kernel(samples, weights, dynamic, observed, obs_weights=None, *, spec):
-    """Weighted sums over draws of per-draw site statistics, scanning chunk by chunk.
+@functools.partial(jax.jit, static_argnames=("spec", "chunk"))
+def _average_kernel(samples, weights, dynamic, observed, obs_weights=None, *, spec, chunk):
+    """Posterior means over draws of per-draw site statistics, scanning chunk by chunk.
 
-    ``samples`` are ``[num_chunks, chunk, ...]``, ``weights`` ``[num_chunks, chunk]``
-    (0 for padding draws). Only one chunk's ``[chunk, *shape]`` temporaries are alive.
-    With ``obs_weights`` (``[num_chunks, chunk, *shape]``, e.g. PSIS weights per draw
-    and observation) each statistic is multiplied by its weight and the sum of the
-    weights is appended to the sums.
-    Returns the sums and, for ``kind="moments"``, the first draw's means (the pivot of
-    the shifted sums of squares; otherwise None).
+    ``samples`` are ``[S, ...]``; they are cut into ``[num_chunks, chunk, ...]``
+    blocks here (the last one filled by repeating the first draw), ``weights``
+    ``[num_chunks, chunk]`` (0 for those padding draws). Only one chunk's ``[chunk,
+    *shape]`` temporaries are alive. With ``obs_weights`` (``[S, *shape]``, e.g. PSIS
+    weights per draw and observation) each statistic is multiplied by its weight and
+    the means are weighted means. One program: the blocking, the scan, the division
+    and, for ``kind="moments"``, the mixture's mean and variance.
+    Returns the means (``(mean, variance)`` for ``kind="moments"``).
     """
     stat_fn = _STATS[spec.kind]
+    num = next(iter(jax.tree_util.tree_leaves(samples))).shape[0]
+    num_chunks = weights.shape[0]
+    pad = num_chunks * chunk - num
+
+    def blocks(v):
+        if pad:
+            v = jnp.concatenate([v, jnp.broadcast_to(v[:1], (pad,) + v.shape[1:])])
+        return v.reshape((num_chunks, chunk) + v.shape[1:])
+
+    samples = jax.tree_util.tree_map(blocks, samples)
+    if obs_weights is not None:
+        obs_weights = blocks(obs_weights.reshape((num, *spec.shape)))
 
     def site_dist(draw):
         args, kwargs = spec.rebuild(dynamic)
@@ -475,7 +488,15 @@ def _average_kernel(samples, weights, dynamic, observed, obs_weights=None, *, sp
         return tuple(new), None
 
     sums, _ = jax.lax.scan(step, init, (samples, weights, obs_weights))
-    return sums, extra
+    if not weighted:
+        means = tuple(t / num for t in sums)
+    else:
+        # Each weighted sum adds the same number of terms as the total weight, in the
+        # same order, none larger (statistics in [0, 1]): the ratio stays in [0, 1].
+        means = tuple(t / sums[-1].astype(t.dtype) for t in sums[:-1])
+    if spec.kind == "moments":
+        return _moments(extra, *means)
+    return means
 
 
 def _check_samples(posterior_samples: Any, site: str) -> tuple[dict[str, jax.Array], int]:
@@ -601,7 +622,7 @@ def _probe(model, samples, split, site, check, call=None) -> _SiteInfo:
             check(name, base, jnp.zeros((), jnp.result_type(float)))
         return jnp.zeros(())
 
-    draw0 = {k: v[0] for k, v in samples.items()}
+    draw0 = {k: jax.ShapeDtypeStruct(v.shape[1:], v.dtype) for k, v in samples.items()}
     jax.eval_shape(trace_first, draw0, split[3])
     return info["site"]
 
@@ -666,7 +687,8 @@ def _prepare(
 
 
 def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=None):
-    r"""Posterior means of per-draw statistics; see :func:`_posterior_average`.
+    r"""Posterior means of per-draw statistics in one program; see
+    :func:`_posterior_average`.
 
     ``obs_weights`` (``[S, *shape]``) makes them weighted means
     :math:`\sum_s w_{si} t_{si} / \sum_s w_{si}` per observation.
@@ -678,39 +700,21 @@ def _run_average(model, prep: _Prepared, *, site, kind, chunk_size, obs_weights=
     else:
         chunk = min(chunk_size, num)
     num_chunks = -(-num // chunk)
-    pad = num_chunks * chunk - num
-
-    def blocks(v):
-        if pad:
-            v = jnp.concatenate([v, jnp.broadcast_to(v[:1], (pad,) + v.shape[1:])])
-        return v.reshape((num_chunks, chunk) + v.shape[1:])
-
     weights = (np.arange(num_chunks * chunk) < num).astype(np.int32)
     treedef, static, dynamic_index, dynamic = split
-    ow = None
-    if isinstance(obs_weights, np.ndarray):  # on the host: no program per shape
-        w = obs_weights.reshape((num,) + shape)
-        if pad:
-            w = np.concatenate([w, np.broadcast_to(w[:1], (pad,) + w.shape[1:])])
-        ow = jax.device_put(w.reshape((num_chunks, chunk) + shape))
-    elif obs_weights is not None:
-        ow = blocks(jnp.asarray(obs_weights).reshape((num,) + shape))
+    ow = obs_weights
+    if isinstance(ow, np.ndarray):
+        ow = jax.device_put(ow)
     spec = _Spec(model, site, treedef, static, dynamic_index, kind, shape, info.discrete)
-    sums, extra = _average_kernel(
-        {k: blocks(v) for k, v in samples.items()},
+    return _average_kernel(
+        samples,
         weights.reshape(num_chunks, chunk),
         dynamic,
         y_site,
         ow,
         spec=spec,
+        chunk=chunk,
     )
-    if ow is None:
-        means = tuple(s / num for s in sums)
-    else:
-        # Each weighted sum adds the same number of terms as the total weight, in the
-        # same order, none larger (statistics in [0, 1]): the ratio stays in [0, 1].
-        means = tuple(s / sums[-1].astype(s.dtype) for s in sums[:-1])
-    return means, extra
 
 
 def _posterior_average(
@@ -729,8 +733,9 @@ def _posterior_average(
 ):
     """Posterior means of per-draw statistics of ``site``'s distribution.
 
-    Returns ``(means, n, info, extra)``: ``means`` is a tuple of arrays of the site's
-    shape, ``info`` a :class:`_SiteInfo`, ``extra`` the kernel's pivot; when the
+    Returns ``(means, n, info)``: ``means`` is a tuple of arrays of the site's
+    shape (``(mean, variance)`` for ``kind="moments"``), ``info`` a
+    :class:`_SiteInfo`; when the
     observations were padded to a bucket, ``n`` is the real number of them (the
     shapes are the padded ones: cut them with :func:`_cut_rows`), else None.
     """
@@ -747,8 +752,8 @@ def _posterior_average(
         call=call,
         bucket=bucket,
     )
-    means, extra = _run_average(model, prep, site=site, kind=kind, chunk_size=chunk_size)
-    return means, prep.n, prep.info, extra
+    means = _run_average(model, prep, site=site, kind=kind, chunk_size=chunk_size)
+    return means, prep.n, prep.info
 
 
 def _check_cdf(site):
@@ -868,7 +873,7 @@ def rao_blackwell_pit(
         )
     y_in = _v.as_float_array(y_true, "y_true")
     with _matmul_precision(matmul_precision):
-        means, n, info, _ = _posterior_average(
+        means, n, info = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -1021,7 +1026,7 @@ def predictive_moments(
             ) from None
 
     with _matmul_precision(matmul_precision):
-        means, n, info, pivot = _posterior_average(
+        (mean, var), n, info = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -1032,14 +1037,12 @@ def predictive_moments(
             check=check,
             call=_CALL_NO_Y.format(name="predictive_moments"),
         )
-    mean, var = _moments(pivot, *means)
     _check_result(mean, "predictive_moments", site, info.name)
     return PredictiveMoments(_cut_rows(mean, n), _cut_rows(var, n))
 
 
-@jax.jit
 def _moments(pivot, centred, within, centred_sq):
-    """The mixture's mean and variance (law of total variance): one program."""
+    """The mixture's mean and variance (law of total variance), in the kernel."""
     return pivot + centred, within + jnp.maximum(centred_sq - centred * centred, 0.0)
 
 
@@ -1094,7 +1097,7 @@ def predictive_probs(
             )
 
     with _matmul_precision(matmul_precision):
-        means, n, info, _ = _posterior_average(
+        means, n, info = _posterior_average(
             model,
             posterior_samples,
             args,
@@ -1310,7 +1313,7 @@ def loo_pit(
                 w = _pad_rows(
                     w.reshape((prep.num, n) + info.shape[1:]), info.shape[0], axis=1
                 )
-            means, _ = _run_average(
+            means = _run_average(
                 model, prep, site=site, kind="pit", chunk_size=chunk_size, obs_weights=w
             )
             u = _finish_pit(means, info, rng_key, site)

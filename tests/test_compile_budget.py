@@ -55,6 +55,21 @@ def test_a_new_n_in_a_used_bucket_compiles_nothing(name, data):
     assert compilations_during(lambda: jax.block_until_ready(call(other, ctx))) == 0
 
 
+ADAPTER_ROWS = ("numpyro.pit", "numpyro.rao_blackwell_pit", "numpyro.predictive_moments")
+
+
+@pytest.mark.parametrize("name", ADAPTER_ROWS)
+def test_the_numpyro_adapters_compile_one_program_per_call(name):
+    # The full cold-start table of 2026-11-29 counted 12 and 13 programs in the first
+    # call of rao_blackwell_pit and predictive_moments: eager slices of the first draw,
+    # the draws padded to whole chunks with jnp, the division by the number of draws
+    # and the moments after the kernel, each a program per shape. N = 3,000 is a bucket
+    # (4,096) and a chunk size (32 draws, padded from 100) no other row uses.
+    d = bc.Data(3000, seed=2)
+    call, _ = bc.cases()[name]
+    assert compilations_during(lambda: jax.block_until_ready(call(d, None))) <= 1
+
+
 def test_the_exact_length_rows_are_rows():
     assert set(EXACT_LENGTH) <= set(bc.cases())
 

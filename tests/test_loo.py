@@ -198,7 +198,7 @@ def test_weighted_kernel_with_uniform_weights_is_rao_blackwell_pit(fitted):
     x, y, post = fitted
     prep = bn._prepare(normal_model, post, (x,), {}, site="obs", y_true=y, bucket=False)
     for w in (jnp.ones((400, 60), y.dtype), jnp.full((400, 60), 3.5, y.dtype)):
-        means, _ = bn._run_average(
+        means = bn._run_average(
             normal_model, prep, site="obs", kind="pit", chunk_size=None, obs_weights=w
         )
         ref = bn.rao_blackwell_pit(normal_model, post, y, x)
