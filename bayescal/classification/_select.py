@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -182,6 +183,32 @@ def _host_rows(fit):
     return host
 
 
+def _binary_temperature(y, p, w):
+    """Temperature scaling of the probabilities' log-odds, as a calibrator taking the
+    probabilities: :math:`q = \\sigma(\\mathrm{logit}(p) / T)`, by :func:`fit_temperature`
+    on the binary logits (hard labels; Platt scaling with the intercept fixed at 0),
+    returned as the :class:`PlattCalibrator` with ``a = -1/T``, ``b = 0``. Rows at
+    exactly 0 or 1 are left out of the fit (weight 0): any temperature keeps them
+    (:math:`\\sigma(\\pm\\infty / T)`), and the calibrator maps them to themselves.
+    NumPy inputs (the host folds, the command line) are fitted on the host in float64
+    (``fit_temperature``'s NumPy twin), traced ones in the kernel."""
+    host = isinstance(p, np.ndarray)
+    xp = np if host else jnp
+    inside = (p > 0) & (p < 1)
+    safe = xp.where(inside, p, 0.5).astype(np.float64 if host else p.dtype)
+    z = xp.log(safe) - xp.log1p(-safe)
+    w = xp.where(inside, w, 0)
+    with warnings.catch_warnings():
+        # log-odds that all lie in [0, 1] are no probabilities passed by mistake here
+        warnings.filterwarnings("ignore", "fit_temperature: every value", UserWarning)
+        t = fit_temperature(y, z, weights=w).temperature
+    if host:
+        a = jax.device_put(np.asarray(-1 / np.float64(t), p.dtype))
+        return PlattCalibrator(a, jax.device_put(np.zeros((), p.dtype)))
+    a = (-1 / t).astype(p.dtype)
+    return PlattCalibrator(a, jnp.zeros_like(a))
+
+
 def _fit_spline(y, p, w):
     return fit_spline(y, p, weights=w)
 
@@ -218,6 +245,9 @@ CANDIDATES: dict[str, _sel.Candidate] = {
         host=_host_isotonic,
     ),
     "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w), host=_host_beta),
+    # temperature scaling of logit(p): Platt with the intercept fixed at 0, hard
+    # labels (Guo et al. 2017); exact 0 and 1 are kept as they are, and left out of the fit
+    "temperature": _sel.Candidate(_binary_temperature, host=_host_rows(_binary_temperature)),
     # Jeffreys' shrinkage (fit_histogram_binning's default, named here so that the
     # candidate never says 0 or 1 whatever the default): no infinite held-out log-loss
     "histogram": _sel.Candidate(
