@@ -429,7 +429,14 @@ def select_calibrator(
         ``("none", "platt_score", "isotonic", "histogram")``: no clip to choose, and
         the result does not depend on one. ``"bbq"`` (:func:`fit_bbq` with
         ``estimate="posterior"``, never exactly 0 or 1) and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
-        cross-validation within each fold) are not defaults but can be named too.
+        cross-validation within each fold) are not defaults but can be named too, as
+        can ``"temperature"``: :func:`fit_temperature` of the log-odds
+        :math:`\log(p / (1 - p))`, :math:`q = \sigma(\mathrm{logit}(p) / T)` (Platt
+        scaling with :math:`B = 0` and hard labels; one parameter, so it keeps
+        :math:`p = 1/2` and the ranking), refitted as the :class:`PlattCalibrator`
+        with :math:`A = -1/T`, :math:`B = 0`, which takes the probabilities. Any
+        temperature keeps a probability of exactly 0 or 1, so those rows are left out
+        of its fit and mapped to themselves (no clip, no error).
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
     folds : int or array_like of int, default 5
@@ -482,7 +489,9 @@ def select_calibrator(
     beta, which converges to the unique optimum that :func:`fit_platt` and
     :func:`fit_beta` reach, so the parameters agree with theirs to the dtype's
     precision; PAV with pooled ties for isotonic; two bincounts for histogram
-    binning), so nothing is compiled but the fold assignment's small program; beyond,
+    binning; the NumPy twin of :func:`fit_temperature`, Newton's method on
+    :math:`1/T`, for temperature), so nothing is compiled but the fold assignment's
+    small program; beyond,
     all folds and candidates, and the fits on all the data, run as one compiled
     program per bucket of ``N``.
 
