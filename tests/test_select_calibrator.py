@@ -824,3 +824,16 @@ def test_binary_temperature_round_trips_through_save_and_load(tmp_path):
     back = clf.load_calibrator(tmp_path / "t.npz")
     grid = np.linspace(0.01, 0.99, 9, dtype=DT)
     np.testing.assert_array_equal(back(grid), cal(grid))
+
+
+def test_binary_temperature_first_call_compiles_at_most_the_fold_program():
+    # its folds are fitted by fit_temperature's NumPy twin and scored in NumPy, exact
+    # 0 and 1 included (the calibrator's own call would take its kernel there)
+    from tests.conftest import compilations_during
+
+    y, p = _overconfident(3001, seed=24)
+    p[:5], p[5:9] = 0.0, 1.0
+    count = compilations_during(
+        lambda: clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
+    )
+    assert count <= 1

@@ -209,6 +209,20 @@ def _binary_temperature(y, p, w):
     return PlattCalibrator(a, jnp.zeros_like(a))
 
 
+def _host_temperature(data, w_rows):
+    """The ``host`` fit of ``"temperature"``: :func:`_binary_temperature` per weight
+    row, and its probabilities computed here in float64 (exact 0 and 1 kept), so that
+    no call of the calibrator's kernel (which exact 0 and 1 would take) compiles."""
+    y, p = data
+    cals = [_binary_temperature(y, p, w.astype(p.dtype)) for w in w_rows]
+    p64 = p.astype(np.float64)
+    inside = (p64 > 0) & (p64 < 1)
+    safe = np.where(inside, p64, 0.5)
+    slope = np.array([-float(cal.a) for cal in cals])[:, None]  # 1 / T, as refitted
+    q = np.where(inside, _sigmoid(slope * (np.log(safe) - np.log1p(-safe))), p64)
+    return q, lambda r: cals[r]
+
+
 def _fit_spline(y, p, w):
     return fit_spline(y, p, weights=w)
 
@@ -247,7 +261,7 @@ CANDIDATES: dict[str, _sel.Candidate] = {
     "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w), host=_host_beta),
     # temperature scaling of logit(p): Platt with the intercept fixed at 0, hard
     # labels (Guo et al. 2017); exact 0 and 1 are kept as they are, and left out of the fit
-    "temperature": _sel.Candidate(_binary_temperature, host=_host_rows(_binary_temperature)),
+    "temperature": _sel.Candidate(_binary_temperature, host=_host_temperature),
     # Jeffreys' shrinkage (fit_histogram_binning's default, named here so that the
     # candidate never says 0 or 1 whatever the default): no infinite held-out log-loss
     "histogram": _sel.Candidate(
