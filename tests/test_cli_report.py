@@ -574,6 +574,17 @@ def test_recalibrate_bad_requests_are_one_line_and_write_nothing(tmp_path, capsy
     assert out == "" and not (tmp_path / "o").exists()
 
 
+def test_temperature_without_a_finite_fit_is_one_line(tmp_path, capsys):
+    # every label on the side of 1/2 that prob says: no finite temperature (T -> 0)
+    p = np.r_[np.linspace(0.05, 0.45, 40), np.linspace(0.55, 0.95, 40)]
+    path = _binary_csv(tmp_path / "c.csv", (p > 0.5).astype(int), p)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "temperature")
+    assert_one_line_error(code, err, r"--recalibrate temperature on the calibration "
+                                     r"part: the 'temperature' candidate cannot be fitted")
+    assert not (tmp_path / "o").exists()
+
+
 def test_conformal_on_a_classifier_is_refused(tmp_path, capsys):
     path = _binary_csv(tmp_path / "c.csv", [0, 1] * 20, [0.3, 0.6] * 20)
     code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",

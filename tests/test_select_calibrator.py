@@ -837,3 +837,18 @@ def test_binary_temperature_first_call_compiles_at_most_the_fold_program():
         lambda: clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
     )
     assert count <= 1
+
+
+@pytest.mark.parametrize(
+    "p, match",
+    [
+        # every label on the side of 1/2 that p says: the NLL falls as T -> 0
+        (np.r_[np.linspace(0.05, 0.45, 50), np.linspace(0.55, 0.95, 50)], "T -> 0"),
+        (np.r_[np.zeros(50), np.ones(50)], "weights are all 0"),  # nothing inside (0, 1)
+    ],
+)
+def test_binary_temperature_without_a_finite_fit_names_y_prob(p, match):
+    y = np.r_[np.zeros(50, int), np.ones(50, int)]
+    with pytest.raises(ValueError, match="'temperature' candidate cannot be fitted to y_prob") as e:
+        clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
+    assert match in str(e.value)

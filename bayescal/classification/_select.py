@@ -201,7 +201,17 @@ def _binary_temperature(y, p, w):
     with warnings.catch_warnings():
         # log-odds that all lie in [0, 1] are no probabilities passed by mistake here
         warnings.filterwarnings("ignore", "fit_temperature: every value", UserWarning)
-        t = fit_temperature(y, z, weights=w).temperature
+        try:
+            t = fit_temperature(y, z, weights=w).temperature
+        except ValueError as err:  # its message names logits and weights, not passed here
+            raise ValueError(
+                "the 'temperature' candidate cannot be fitted to y_prob (in "
+                "select_calibrator, to a training part of the folds): with the logits "
+                "log(p / (1 - p)) of its probabilities strictly inside (0, 1), and "
+                f"weight 0 for exact 0 and 1: {err} Leave 'temperature' out of the "
+                "candidates, or use 'platt' ('platt_score' with exact 0 and 1), whose soft "
+                "labels keep its fit finite."
+            ) from None
     if host:
         a = jax.device_put(np.asarray(-1 / np.float64(t), p.dtype))
         return PlattCalibrator(a, jax.device_put(np.zeros((), p.dtype)))
@@ -450,7 +460,9 @@ def select_calibrator(
         :math:`p = 1/2` and the ranking), refitted as the :class:`PlattCalibrator`
         with :math:`A = -1/T`, :math:`B = 0`, which takes the probabilities. Any
         temperature keeps a probability of exactly 0 or 1, so those rows are left out
-        of its fit and mapped to themselves (no clip, no error).
+        of its fit and mapped to themselves (no clip, no error); a ValueError naming
+        ``y_prob`` says when no finite temperature fits (every label on the side of
+        1/2 that ``p`` says: :math:`T \to 0`).
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
     folds : int or array_like of int, default 5
