@@ -231,7 +231,8 @@ def _build_parser() -> OneLineParser:
     )
     ev.add_argument(
         "--recalibrate",
-        choices=("auto", "isotonic", "sigma", "conformal", "platt", "beta", "histogram"),
+        choices=("auto", "isotonic", "sigma", "conformal", "platt", "beta", "histogram",
+                 "temperature"),
         default=None,
         help="fit a recalibrator on a calibration part of FILE (the LOO-PIT where "
         "computed), write it (recalibrator*.npz, for bayescal.core.load_calibrator) and "
@@ -239,7 +240,8 @@ def _build_parser() -> OneLineParser:
         "recalibration in cross-validation within the calibration part. auto: the "
         "cross-validated choice, none included (then no file). Regression: auto, "
         "isotonic, sigma (normal layout), conformal (normal or draws, one file per "
-        "coverage 50/80/90/95%%); classifiers: auto, isotonic, platt, beta, histogram",
+        "coverage 50/80/90/95%%); classifiers: auto, isotonic, platt, beta, histogram, "
+        "temperature",
     )
     ev.add_argument(
         "--calibration-fraction",

@@ -471,6 +471,51 @@ def test_auto_and_platt_recalibrate_an_overconfident_classifier(tmp_path, capsys
         assert rec["after"]["log-loss"] < rec["before"]["log-loss"]
 
 
+def test_temperature_recalibrates_an_overconfident_classifier(tmp_path, capsys):
+    # Issue 37, item 3: --recalibrate temperature, q = sigmoid(logit(p) / T). The model
+    # reports p = sigmoid(3 z) for true log-odds z: T = 3 repairs it exactly, so
+    # the verdict is "helped", and the file maps probabilities (exact 0 and 1 kept).
+    # Reference for T: scikit-learn's unpenalised logistic regression of y on logit(p)
+    # without intercept (C=np.inf: penalty=None's replacement), whose slope is 1 / T.
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(13)
+    z = rng.normal(0, 1.5, 800)
+    y = (rng.uniform(size=800) < 1 / (1 + np.exp(-z))).astype(int)
+    p = 1 / (1 + np.exp(-3 * z))
+    # a tree ensemble's exact 0 and 1, right (a wrong one scores an infinite log loss
+    # whatever the method: the verdict would be unclear)
+    p[:4], p[4:8], y[:4], y[4:8] = 0.0, 1.0, 0, 1
+    path = _binary_csv(tmp_path / "c.csv", y, p)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "temperature", "--no-plots")
+    assert code == 0, err
+    rec = _report(tmp_path / "o")["recalibration"]
+    assert rec["chosen"] == "temperature" and "temperature scaling" in rec["fitted"]
+    assert rec["verdict"]["helped"] == "yes", rec["verdict"]
+    assert rec["verdict"]["difference"] < 0 and "verdict: " in out
+    cal, test = _split(800, 0.5, 0)
+    p_read = np.loadtxt(path, delimiter=",", skiprows=1)[:, 1].astype(DTYPE)
+    fitted = load_calibrator(tmp_path / "o" / "recalibrator.npz")
+    assert isinstance(fitted, clf.PlattCalibrator) and float(fitted.b) == 0
+    inside = cal[(p_read[cal] > 0) & (p_read[cal] < 1)]
+    x = np.log(p_read[inside].astype(float)) - np.log1p(-p_read[inside].astype(float))
+    lr = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12, max_iter=10_000)
+    slope = float(lr.fit(x[:, None], y[inside]).coef_[0, 0])
+    np.testing.assert_allclose(-float(fitted.a), slope, rtol=1e-5)
+    assert abs(slope - 1 / 3) < 0.05
+    q = np.asarray(fitted(p_read[test]), np.float64)
+    edge = (p_read[test] == 0) | (p_read[test] == 1)
+    assert edge.any() and inside.size < cal.size  # both parts hold some
+    np.testing.assert_array_equal(q[edge], p_read[test][edge])
+    logit = np.log(p_read[test][~edge].astype(float))
+    logit -= np.log1p(-p_read[test][~edge].astype(float))
+    np.testing.assert_allclose(q[~edge], 1 / (1 + np.exp(-slope * logit)), rtol=2e-5)
+    assert rec["after"]["Brier"] == pytest.approx(
+        float(clf.brier_score(y[test], q.astype(DTYPE))), abs=1e-6)
+    assert rec["after"]["Brier"] < rec["before"]["Brier"]
+
+
 def test_regression_verdicts_for_a_calibrated_and_a_too_narrow_predictive(tmp_path, capsys):
     path, *_ = _normal_csv(tmp_path / "ok.csv", n=400, sd=1.0, seed=3)
     code, _, err = evaluate(capsys, path, "--out", tmp_path / "ok", "--recalibrate",
@@ -512,7 +557,10 @@ def test_recalibrate_isotonic_classifier(tmp_path, capsys):
      r"--calibration-fraction 0.01 of \d+ observations leaves 0 for calibration"),
     (("--calibration-fraction", "1"), r"argument --calibration-fraction: must be in \(0, 1\)"),
     (("--calibration-fraction", "nan"), r"must be in \(0, 1\); got nan"),
-    (("--recalibrate", "temperature"), r"argument --recalibrate: invalid choice"),
+    (("--recalibrate", "temperature"),
+     r"--recalibrate temperature applies to binary classifiers; a regression is "
+     r"recalibrated with --recalibrate auto, isotonic, sigma, conformal"),
+    (("--recalibrate", "vector"), r"argument --recalibrate: invalid choice"),
 ])
 def test_recalibrate_bad_requests_are_one_line_and_write_nothing(tmp_path, capsys, args,
                                                                  pattern):
@@ -524,6 +572,17 @@ def test_recalibrate_bad_requests_are_one_line_and_write_nothing(tmp_path, capsy
     code, out, err = evaluate(capsys, tmp_path / "d.csv", "--out", tmp_path / "o", *args)
     assert_one_line_error(code, err, pattern)
     assert out == "" and not (tmp_path / "o").exists()
+
+
+def test_temperature_without_a_finite_fit_is_one_line(tmp_path, capsys):
+    # every label on the side of 1/2 that prob says: no finite temperature (T -> 0)
+    p = np.r_[np.linspace(0.05, 0.45, 40), np.linspace(0.55, 0.95, 40)]
+    path = _binary_csv(tmp_path / "c.csv", (p > 0.5).astype(int), p)
+    code, out, err = evaluate(capsys, path, "--out", tmp_path / "o", "--recalibrate",
+                              "temperature")
+    assert_one_line_error(code, err, r"--recalibrate temperature on the calibration "
+                                     r"part: the 'temperature' candidate cannot be fitted")
+    assert not (tmp_path / "o").exists()
 
 
 def test_conformal_on_a_classifier_is_refused(tmp_path, capsys):
@@ -651,9 +710,12 @@ def test_docs_synopsis_equals_help(monkeypatch):
     parser = _build_parser()
     sub = next(a for a in parser._actions if a.dest == "command").choices["evaluate"]
     usage = sub.format_usage().strip()
-    page = (pathlib.Path(__file__).parents[1] / "docs" / "arviz-cli.md").read_text()
+    docs = pathlib.Path(__file__).parents[1] / "docs"
+    page = (docs / "arviz-cli.md").read_text()
     blocks = re.findall(r"```text\n(usage: bayescal evaluate.*?)\n```", page, re.S)
     assert blocks == [usage]
+    # the API page copies it inside the block of both commands' usage
+    assert usage in (docs / "api" / "index.md").read_text()
 
 
 def test_paired_interval_is_scipys_one_sample_t_interval():

@@ -728,3 +728,127 @@ def test_shrunk_candidates_score_finite_on_a_random_forest():
     assert np.isinf(float(clf.log_loss(y_test, raw(p_test))))
     # the isotonic fit and the forest itself still say 0 and 1: their rows may be inf
     # (the table's footnote says why); eps= clips them when the user wants a number
+
+
+# --------------------------------------------------------------------------- temperature
+# Issue 37, item 3: a binary "temperature" candidate (q = sigmoid(logit(p) / T), Platt
+# scaling with the intercept fixed at 0), named, not a default.
+def _overconfident(n, seed, slope=2.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 1.5, n)  # the true log-odds
+    y = (rng.uniform(size=n) < 1 / (1 + np.exp(-z))).astype(int)
+    return y, 1 / (1 + np.exp(-slope * z))
+
+
+def _logistic_slope(y, p, w=None):
+    # reference: scikit-learn's unpenalised logistic regression (C=np.inf, the
+    # replacement of penalty=None since 1.8) of y on the single feature logit(p),
+    # without intercept: its coefficient is 1 / T (Guo et al. 2017, binary case)
+    from sklearn.linear_model import LogisticRegression
+
+    p = np.asarray(p, np.float64)
+    x = (np.log(p) - np.log1p(-p))[:, None]
+    m = LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12, max_iter=10_000)
+    return float(m.fit(x, y, sample_weight=w).coef_[0, 0])
+
+
+def test_binary_temperature_equals_an_interceptless_logistic_regression():
+    y, p = _overconfident(2000, seed=20)
+    p = p.astype(DT)
+    res = clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
+    assert res.winner == "temperature"  # p = sigmoid(2 z): 1 / T near 1/2
+    cal = res.calibrator
+    assert isinstance(cal, clf.PlattCalibrator) and cal.input == "prob"
+    slope = _logistic_slope(y, p)
+    np.testing.assert_allclose(-float(cal.a), slope, rtol=1e-5)
+    assert float(cal.b) == 0 and abs(slope - 0.5) < 0.05
+    logit = np.log(p.astype(float)) - np.log1p(-p.astype(float))
+    np.testing.assert_allclose(cal(p), 1 / (1 + np.exp(-slope * logit)), rtol=2e-5)
+    # the fold scores: the same interceptless fit on each training part, scored by
+    # sklearn's log_loss on the held-out part
+    fits = {"none": None, "temperature": lambda yt, pt, weights: clf.PlattCalibrator(
+        np.asarray(-_logistic_slope(yt, pt, weights), DT), np.asarray(0, DT))}
+    ref = _reference(y, p, res.folds, res.names, "log_loss", fits=fits)
+    np.testing.assert_allclose(res.fold_scores, ref, rtol=1e-5)
+
+
+def test_binary_temperature_numpy_fits_equal_the_compiled_kernel(monkeypatch):
+    from bayescal._src import selection
+
+    y, p = _overconfident(300, seed=21, slope=3.0)
+    w = np.random.default_rng(3).integers(0, 3, 300).astype(float)
+    p[:7], p[7:12] = 0.0, 1.0  # exact 0 and 1 too
+
+    def run(host):
+        monkeypatch.setattr(selection, "on_host", lambda n: host)
+        return clf.select_calibrator(
+            y, p, key=7, weights=w, candidates=("none", "temperature"), score="brier"
+        )
+
+    a, b = run(True), run(False)
+    np.testing.assert_allclose(a.fold_scores, b.fold_scores, **TOL)
+    grid = np.r_[0.0, np.linspace(0.01, 0.99, 97), 1.0].astype(DT)
+    np.testing.assert_allclose(a.calibrator(grid), b.calibrator(grid), **TOL)
+
+
+def test_binary_temperature_keeps_exact_zeros_and_ones_and_fits_the_others():
+    # sigmoid(logit(p) / T) is 0 at p = 0 and 1 at p = 1 for every T > 0: those rows
+    # cannot inform T, so the fit leaves them out (no clip, no error), and the
+    # calibrator maps them to themselves
+    y, p = _overconfident(600, seed=22, slope=3.0)
+    p = p.astype(DT)
+    p[:20], p[20:40] = 0.0, 1.0
+    res = clf.select_calibrator(y, p, key=0, candidates=("temperature",))
+    cal = res.calibrator
+    inside = (p > 0) & (p < 1)
+    np.testing.assert_allclose(-float(cal.a), _logistic_slope(y[inside], p[inside]), rtol=1e-5)
+    q = np.asarray(cal(p))
+    assert np.all(q[:20] == 0) and np.all(q[20:40] == 1)
+    assert np.all((q[inside] > 0) & (q[inside] < 1))
+    # ... as does the default's switch away from the logit's candidates: temperature is
+    # not among them, and naming it with "platt" still asks for "platt_score"
+    with pytest.raises(ValueError, match=r"candidates \['platt'\] cannot fit them"):
+        clf.select_calibrator(y, p, key=0, candidates=("temperature", "platt"))
+
+
+def test_temperature_is_registered_but_not_a_default():
+    from bayescal.classification._select import DEFAULT
+
+    assert "temperature" in CANDIDATES and "temperature" not in DEFAULT
+
+
+def test_binary_temperature_round_trips_through_save_and_load(tmp_path):
+    y, p = _overconfident(400, seed=23)
+    cal = clf.select_calibrator(y, p, key=0, candidates=("temperature",)).calibrator
+    clf.save_calibrator(cal, tmp_path / "t.npz")
+    back = clf.load_calibrator(tmp_path / "t.npz")
+    grid = np.linspace(0.01, 0.99, 9, dtype=DT)
+    np.testing.assert_array_equal(back(grid), cal(grid))
+
+
+def test_binary_temperature_first_call_compiles_at_most_the_fold_program():
+    # its folds are fitted by fit_temperature's NumPy twin and scored in NumPy, exact
+    # 0 and 1 included (the calibrator's own call would take its kernel there)
+    from tests.conftest import compilations_during
+
+    y, p = _overconfident(3001, seed=24)
+    p[:5], p[5:9] = 0.0, 1.0
+    count = compilations_during(
+        lambda: clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
+    )
+    assert count <= 1
+
+
+@pytest.mark.parametrize(
+    "p, match",
+    [
+        # every label on the side of 1/2 that p says: the NLL falls as T -> 0
+        (np.r_[np.linspace(0.05, 0.45, 50), np.linspace(0.55, 0.95, 50)], "T -> 0"),
+        (np.r_[np.zeros(50), np.ones(50)], "weights are all 0"),  # nothing inside (0, 1)
+    ],
+)
+def test_binary_temperature_without_a_finite_fit_names_y_prob(p, match):
+    y = np.r_[np.zeros(50, int), np.ones(50, int)]
+    with pytest.raises(ValueError, match="'temperature' candidate cannot be fitted to y_prob") as e:
+        clf.select_calibrator(y, p, key=0, candidates=("none", "temperature"))
+    assert match in str(e.value)

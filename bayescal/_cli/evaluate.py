@@ -764,7 +764,7 @@ LOO_LABEL = "LOO-PIT (PSIS leave-one-out, out-of-sample)"
 #: --recalibrate's choices: auto (cross-validated choice, "none" included) and the
 #: methods of each kind.
 REGRESSION_RECALIBRATORS = ("auto", "isotonic", "sigma", "conformal")
-CLASSIFIER_RECALIBRATORS = ("auto", "isotonic", "platt", "beta", "histogram")
+CLASSIFIER_RECALIBRATORS = ("auto", "isotonic", "platt", "beta", "histogram", "temperature")
 RECALIBRATORS = tuple(dict.fromkeys(REGRESSION_RECALIBRATORS + CLASSIFIER_RECALIBRATORS))
 _CV_FOLDS = 5
 
@@ -1006,6 +1006,8 @@ _CLASSIFIER_FITTED = {
                    "sigmoid calibration; the log-odds of exact 0 and 1 are infinite)",
     "beta": "beta calibration (Kull et al., 2017)",
     "histogram": "histogram binning (Zadrozny & Elkan, 2001)",
+    "temperature": "temperature scaling (Guo et al., 2017) of the probabilities' "
+                   "log-odds (exact 0 and 1 are kept)",
 }
 
 
@@ -1041,10 +1043,15 @@ def _recalibrate_classifier(method, result, cal, test, entry, bins, seed):
         after = before
         entry["fitted"] = "none (auto chose no recalibration)"
     else:
+        from bayescal.classification._select import CANDIDATES
+
         fit = {
             "isotonic": clf.fit_isotonic, "platt": clf.fit_platt, "beta": clf.fit_beta,
             "histogram": clf.fit_histogram_binning,
             "platt_score": functools.partial(clf.fit_platt, input="score"),
+            # select_calibrator's candidate: a PlattCalibrator (A = -1/T, B = 0) that
+            # takes the probabilities, as the other files do
+            "temperature": lambda y, p: CANDIDATES["temperature"].fit(y, p, np.ones_like(p)),
         }[chosen]
         r = fit(y[cal], p[cal])
         after = np.asarray(r(p[test])).astype(p.dtype)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -182,6 +183,56 @@ def _host_rows(fit):
     return host
 
 
+def _binary_temperature(y, p, w):
+    """Temperature scaling of the probabilities' log-odds, as a calibrator taking the
+    probabilities: :math:`q = \\sigma(\\mathrm{logit}(p) / T)`, by :func:`fit_temperature`
+    on the binary logits (hard labels; Platt scaling with the intercept fixed at 0),
+    returned as the :class:`PlattCalibrator` with ``a = -1/T``, ``b = 0``. Rows at
+    exactly 0 or 1 are left out of the fit (weight 0): any temperature keeps them
+    (:math:`\\sigma(\\pm\\infty / T)`), and the calibrator maps them to themselves.
+    NumPy inputs (the host folds, the command line) are fitted on the host in float64
+    (``fit_temperature``'s NumPy twin), traced ones in the kernel."""
+    host = isinstance(p, np.ndarray)
+    xp = np if host else jnp
+    inside = (p > 0) & (p < 1)
+    safe = xp.where(inside, p, 0.5).astype(np.float64 if host else p.dtype)
+    z = xp.log(safe) - xp.log1p(-safe)
+    w = xp.where(inside, w, 0)
+    with warnings.catch_warnings():
+        # log-odds that all lie in [0, 1] are no probabilities passed by mistake here
+        warnings.filterwarnings("ignore", "fit_temperature: every value", UserWarning)
+        try:
+            t = fit_temperature(y, z, weights=w).temperature
+        except ValueError as err:  # its message names logits and weights, not passed here
+            raise ValueError(
+                "the 'temperature' candidate cannot be fitted to y_prob (in "
+                "select_calibrator, to a training part of the folds): with the logits "
+                "log(p / (1 - p)) of its probabilities strictly inside (0, 1), and "
+                f"weight 0 for exact 0 and 1: {err} Leave 'temperature' out of the "
+                "candidates, or use 'platt' ('platt_score' with exact 0 and 1), whose soft "
+                "labels keep its fit finite."
+            ) from None
+    if host:
+        a = jax.device_put(np.asarray(-1 / np.float64(t), p.dtype))
+        return PlattCalibrator(a, jax.device_put(np.zeros((), p.dtype)))
+    a = (-1 / t).astype(p.dtype)
+    return PlattCalibrator(a, jnp.zeros_like(a))
+
+
+def _host_temperature(data, w_rows):
+    """The ``host`` fit of ``"temperature"``: :func:`_binary_temperature` per weight
+    row, and its probabilities computed here in float64 (exact 0 and 1 kept), so that
+    no call of the calibrator's kernel (which exact 0 and 1 would take) compiles."""
+    y, p = data
+    cals = [_binary_temperature(y, p, w.astype(p.dtype)) for w in w_rows]
+    p64 = p.astype(np.float64)
+    inside = (p64 > 0) & (p64 < 1)
+    safe = np.where(inside, p64, 0.5)
+    slope = np.array([-float(cal.a) for cal in cals])[:, None]  # 1 / T, as refitted
+    q = np.where(inside, _sigmoid(slope * (np.log(safe) - np.log1p(-safe))), p64)
+    return q, lambda r: cals[r]
+
+
 def _fit_spline(y, p, w):
     return fit_spline(y, p, weights=w)
 
@@ -218,6 +269,9 @@ CANDIDATES: dict[str, _sel.Candidate] = {
         host=_host_isotonic,
     ),
     "beta": _sel.Candidate(lambda y, p, w: fit_beta(y, p, weights=w), host=_host_beta),
+    # temperature scaling of logit(p): Platt with the intercept fixed at 0, hard
+    # labels (Guo et al. 2017); exact 0 and 1 are kept as they are, and left out of the fit
+    "temperature": _sel.Candidate(_binary_temperature, host=_host_temperature),
     # Jeffreys' shrinkage (fit_histogram_binning's default, named here so that the
     # candidate never says 0 or 1 whatever the default): no infinite held-out log-loss
     "histogram": _sel.Candidate(
@@ -399,7 +453,16 @@ def select_calibrator(
         ``("none", "platt_score", "isotonic", "histogram")``: no clip to choose, and
         the result does not depend on one. ``"bbq"`` (:func:`fit_bbq` with
         ``estimate="posterior"``, never exactly 0 or 1) and ``"spline"`` (:func:`fit_spline`, which chooses its own penalty by an inner
-        cross-validation within each fold) are not defaults but can be named too.
+        cross-validation within each fold) are not defaults but can be named too, as
+        can ``"temperature"``: :func:`fit_temperature` of the log-odds
+        :math:`\log(p / (1 - p))`, :math:`q = \sigma(\mathrm{logit}(p) / T)` (Platt
+        scaling with :math:`B = 0` and hard labels; one parameter, so it keeps
+        :math:`p = 1/2` and the ranking), refitted as the :class:`PlattCalibrator`
+        with :math:`A = -1/T`, :math:`B = 0`, which takes the probabilities. Any
+        temperature keeps a probability of exactly 0 or 1, so those rows are left out
+        of its fit and mapped to themselves (no clip, no error); a ValueError naming
+        ``y_prob`` says when no finite temperature fits (every label on the side of
+        1/2 that ``p`` says: :math:`T \to 0`).
     score : {"log_loss", "brier"}, default "log_loss"
         The proper score of the held-out predictions (lower is better).
     folds : int or array_like of int, default 5
@@ -452,7 +515,9 @@ def select_calibrator(
     beta, which converges to the unique optimum that :func:`fit_platt` and
     :func:`fit_beta` reach, so the parameters agree with theirs to the dtype's
     precision; PAV with pooled ties for isotonic; two bincounts for histogram
-    binning), so nothing is compiled but the fold assignment's small program; beyond,
+    binning; the NumPy twin of :func:`fit_temperature`, Newton's method on
+    :math:`1/T`, for temperature), so nothing is compiled but the fold assignment's
+    small program; beyond,
     all folds and candidates, and the fits on all the data, run as one compiled
     program per bucket of ``N``.
 
