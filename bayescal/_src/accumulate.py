@@ -76,11 +76,17 @@ class Accumulator(NamedTuple):
 
 
 def _int():
-    return jnp.zeros((), dtype=int).dtype  # int32, or int64 under x64
+    return _v.default_int()
 
 
 def _float():
-    return jnp.zeros((), dtype=float).dtype  # float32, or float64 under x64
+    return _v.default_float()
+
+
+def _zeros(shape: tuple[int, ...], dtype: Any) -> jax.Array:
+    """Zeros put on the device from the host: ``jnp.zeros`` compiles a program per
+    shape, and ``init`` is a user's first call."""
+    return jax.device_put(np.zeros(shape, dtype))
 
 
 #: Counts are split as ``high * 2**_LOW_BITS + low`` (see the module docstring).
@@ -163,8 +169,8 @@ def curve_accumulator(num_levels: int, kind: str) -> Accumulator:
     """Accumulator of ``calibration_curve(pit, num_levels=..., kind=...)`` (validated options)."""
 
     def init() -> CurveState:
-        zero = jnp.zeros((), _int())
-        levels = jnp.zeros((num_levels,), _int())
+        zero = _zeros((), _int())
+        levels = _zeros((num_levels,), _int())
         return CurveState((levels, levels), (zero, zero), zero)
 
     @newton.fast_jit
@@ -232,9 +238,9 @@ def reliability_accumulator(num_bins: int, weighted: bool) -> Accumulator:
     """Accumulator of ``reliability_curve(y, p, bins=num_bins)`` (validated options)."""
 
     def init() -> ReliabilityState:
-        z = jnp.zeros((num_bins,), _float())
-        zero = jnp.zeros((), _int())
-        counts = jnp.zeros((num_bins,), _int())
+        z = _zeros((num_bins,), _float())
+        zero = _zeros((), _int())
+        counts = _zeros((num_bins,), _int())
         return ReliabilityState((counts, counts), (z, z), (z, z), (z, z), zero)
 
     @newton.fast_jit

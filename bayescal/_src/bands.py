@@ -738,13 +738,12 @@ def _host_ecdf_band(words, z, level, *, n, num_samples, batch_size, dtype):
     return lower, upper, np.asarray(q, dtype)
 
 
-@functools.lru_cache(maxsize=64)
-def _unit_grid(num_points: int, dtype_name: str):
-    # One tiny program per number of points (never per n): the grid is jnp.linspace's,
-    # bit for bit, as in the calibration curves. The function is cached, not its value
-    # (called under a trace it gives a tracer).
-    dtype = jnp.dtype(dtype_name)
-    return jax.jit(lambda: jnp.linspace(0.0, 1.0, num_points, dtype=dtype))
+def _unit_grid(num_points: int, dtype: np.dtype) -> np.ndarray:
+    # jnp.linspace(0, 1, num_points)'s floats, bit for bit (as in the calibration
+    # curves), made on the host: no program (a jitted linspace was one per process)
+    from bayescal._src.host import _levels
+
+    return _levels(num_points, np.dtype(dtype))
 
 
 def _key_words(key: Any) -> Any:
@@ -766,7 +765,7 @@ def ecdf_band_kernel(key, level, *, n, num_points, num_samples, dtype, batch_siz
     """
     dtype = jnp.dtype(dtype)
     n, num_points = int(n), int(num_points)
-    grid = _unit_grid(num_points, dtype.name)()
+    grid_host = _unit_grid(num_points, dtype)
     words = _key_words(key)
     host = functools.partial(
         _host_ecdf_band,
@@ -776,8 +775,10 @@ def ecdf_band_kernel(key, level, *, n, num_points, num_samples, dtype, batch_siz
         dtype=dtype,
     )
     if _v.is_concrete(words) and _v.is_concrete(level):
-        lower, upper, q = host(np.asarray(words), np.asarray(grid), float(level))
-        return Band(grid, jax.device_put(lower), jax.device_put(upper)), jax.device_put(q)
+        lower, upper, q = host(np.asarray(words), grid_host, float(level))
+        put = jax.device_put
+        return Band(put(grid_host), put(lower), put(upper)), put(q)
+    grid = jnp.asarray(grid_host)  # a constant of the traced program
     shapes = (
         jax.ShapeDtypeStruct(grid.shape, dtype),
         jax.ShapeDtypeStruct(grid.shape, dtype),

@@ -46,7 +46,7 @@ def uniform_edges(num_bins: int, dtype=None, low: float = 0.0, high: float = 1.0
     >>> uniform_edges(4).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    dtype = jnp.zeros((), dtype=float).dtype if dtype is None else dtype
+    dtype = jax.dtypes.canonicalize_dtype(float) if dtype is None else dtype
     # On the host with numpy: IEEE division, correctly rounded (XLA may multiply by a
     # rounded reciprocal instead). num_bins is static, so these are constants under jit.
     k = np.arange(num_bins + 1, dtype=np.float64)

@@ -65,7 +65,7 @@ _VARIANTS = ("scatter", "compare", "pallas")
 
 
 def _count_dtype():
-    return jnp.zeros((), dtype=int).dtype  # int32, or int64 under x64
+    return jax.dtypes.canonicalize_dtype(int)  # int32, or int64 under x64
 
 
 def bin_index(x: jax.Array, edges: jax.Array) -> jax.Array:

@@ -106,7 +106,7 @@ def _sub_rows(kp: int) -> int:
 
 
 def _count_dtype():
-    return jnp.zeros((), dtype=int).dtype
+    return jax.dtypes.canonicalize_dtype(int)
 
 
 # --------------------------------------------------------------------------- kernels

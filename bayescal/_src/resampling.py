@@ -253,7 +253,7 @@ def _weight_dtype(arrays: tuple[jax.Array, ...]) -> jnp.dtype:
     floats = [a.dtype for a in arrays if jnp.issubdtype(a.dtype, jnp.floating)]
     if floats:
         return jnp.result_type(*floats)
-    return jnp.zeros((), dtype=float).dtype
+    return jax.dtypes.canonicalize_dtype(float)
 
 
 def _hashable(fn: Callable) -> bool:
@@ -366,7 +366,7 @@ def _null_impl(statistic, simulate, observed, key, num_samples, batch_size):
     dtype = (
         observed.dtype
         if jnp.issubdtype(observed.dtype, jnp.floating)
-        else jnp.zeros((), dtype=float).dtype
+        else jax.dtypes.canonicalize_dtype(float)
     )
     pvalue = ((1 + exceed) / (1 + num_samples)).astype(dtype)
     return NullTestResult(observed, pvalue, samples)
@@ -564,7 +564,7 @@ def bayesian_bootstrap_weights(
     key = check_key(key)
     n = _v.check_positive_int(n, "n")
     num_samples = _v.check_positive_int(num_samples, "num_samples")
-    dtype = jnp.zeros((), dtype=float).dtype if dtype is None else jnp.dtype(dtype)
+    dtype = jax.dtypes.canonicalize_dtype(float) if dtype is None else jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a float dtype; got {dtype}.")
     keys = jax.random.split(key, num_samples)

@@ -977,7 +977,18 @@ def _message(c: _Check) -> str:
 
 # --------------------------------------------------------------------------- conversion
 def _float_dtype() -> Any:
-    return jnp.zeros((), dtype=float).dtype  # float32, or float64 under x64
+    return default_float()
+
+
+def default_float() -> Any:
+    """JAX's default float dtype: float32, or float64 under x64 (compiles nothing,
+    where ``jnp.zeros((), float).dtype`` compiled a program on a process's first call)."""
+    return jax.dtypes.canonicalize_dtype(float)
+
+
+def default_int() -> Any:
+    """JAX's default integer dtype: int32, or int64 under x64 (compiles nothing)."""
+    return jax.dtypes.canonicalize_dtype(int)
 
 
 def as_float_array(x: Any, name: str) -> jax.Array:

@@ -17,6 +17,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
@@ -165,14 +166,18 @@ def pit_ecdf_band(
     key = check_key(key)
     num_samples = _v.check_positive_int(num_samples, "num_samples")
     batch_size = check_batch_size(batch_size)
-    dtype = jnp.zeros((), dtype=float).dtype if dtype is None else jnp.dtype(dtype)
+    dtype = _v.default_float() if dtype is None else jnp.dtype(dtype)
     if not jnp.issubdtype(dtype, jnp.floating):
         raise TypeError(f"dtype must be a float dtype; got {dtype}.")
     if batch_size is None:
         batch_size = default_batch_size(num_points, num_samples)
     band, _ = ecdf_band_kernel(
         key,
-        jnp.asarray(level, dtype),
+        # a float level goes to the device from the host (jnp.asarray of a Python
+        # float compiles a conversion on a process's first call)
+        jnp.asarray(level, dtype)
+        if isinstance(level, jax.core.Tracer)
+        else jax.device_put(np.asarray(level, dtype)),
         n=n,
         num_points=num_points,
         num_samples=num_samples,
