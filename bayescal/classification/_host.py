@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from bayescal._src import newton as _newton
 from bayescal._src import validation as _v
 from bayescal._src.host import (
     _BAD,
@@ -648,7 +649,8 @@ def logistic_rows(
     max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
-    per weight row, by projected Newton steps with backtracking (float64).
+    per weight row, by the kernel's projected Newton solver
+    (:func:`~bayescal._src.newton.minimize_host`, float64).
 
     The objective, the start and the bounds are ``_logistic_fit``'s of
     ``classification._calibrators`` (the soft targets of Platt, lower bounds held by
@@ -679,46 +681,20 @@ def logistic_rows(
         theta = np.array(x0, np.float64) if r == w_rows.shape[0] - 1 else out[-1].copy()
         if np.isnan(theta[-1]):  # Platt's start: the log odds of the (smoothed) labels
             theta[-1] = np.log((n_pos + 1) / (n_neg + 1))
-        theta = np.maximum(theta, lower)
 
-        def evaluate(t, x=x, wk=wk, target=target):
+        def objective(t, x=x, wk=wk, target=target):
             eta = np.einsum("p,pn->n", t, x)
             e = np.exp(-np.abs(eta))
             softplus = np.maximum(eta, 0) + np.log1p(e)
             q = np.where(eta >= 0, 1, e) / (1 + e)  # sigmoid(eta)
-            return float(np.sum(wk * (softplus - target * eta))), q
-
-        value, q = evaluate(theta)
-        done = False
-        for _ in range(max_steps):
+            value = float(np.sum(wk * (softplus - target * eta)))  # each term >= 0
             grad = np.einsum("pn,n->p", x, wk * (q - target))
             hess = np.einsum("pn,qn,n->pq", x, x, wk * q * (1 - q))
-            free = ~((theta <= lower) & (grad > 0))
-            step = np.zeros_like(theta)
-            h = hess[np.ix_(free, free)]
-            step[free] = -np.linalg.lstsq(h, grad[free], rcond=None)[0]
-            decrease = -grad @ step
-            if not decrease > 0:
-                done = True
-                break
-            if decrease <= 1e-12 * value:  # quadratic convergence: one last full step
-                theta = np.maximum(theta + step, lower)
-                value, q = evaluate(theta)
-                done = True
-                break
-            rate, noise = 1.0, 64 * np.finfo(np.float64).eps * value
-            while rate > 1e-18:
-                trial = np.maximum(theta + rate * step, lower)
-                v, q_trial = evaluate(trial)
-                if v <= value + 1e-4 * grad @ (trial - theta) + noise:
-                    break
-                rate *= 0.5
-            else:
-                done = True  # no step decreases the loss: its optimum in float64
-                break
-            theta, value, q = trial, v, q_trial
-        out[r] = theta
-        converged[r] = done and value >= 1e-6 * wk.sum()
+            return _newton.Derivatives(value, grad, hess, value)
+
+        res = _newton.minimize_host(objective, theta, lower=lower, max_steps=max_steps)
+        out[r] = res.x
+        converged[r] = res.converged and res.value >= 1e-6 * wk.sum()
     return out, converged
 
 
@@ -1931,8 +1907,9 @@ def fit_dirichlet(
 
 
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
-    """:func:`bayescal.classification.fit_temperature` on the host: Newton's method on
-    ``beta = 1 / T`` (convex, one parameter) in float64. Left to the kernel path: its
+    """:func:`bayescal.classification.fit_temperature` on the host: the kernel's Newton
+    solver (:func:`~bayescal._src.newton.minimize_host`) on ``beta = 1 / T >= 0``
+    (convex, one parameter) in float64. Left to the kernel path: its
     errors (no improvement on the uniform forecast, every example ranked correctly)
     and its warnings (logits in [0, 1], no convergence)."""
     from bayescal.classification._calibrators import TemperatureCalibrator
@@ -1976,43 +1953,25 @@ def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
         return None  # the NLL does not decrease for T > 0: the kernel's message
     wn = w / w.sum()
 
-    def evaluate(beta: float) -> tuple[float, float, float]:
-        s = beta * zz
+    def objective(x: np.ndarray) -> _newton.Derivatives:
+        s = x[0] * zz
         top = s.max(axis=1, keepdims=True)
         e = np.exp(s - top)
         total = e.sum(axis=1, keepdims=True)
         q = e / total
-        loss = top[:, 0] + np.log(total[:, 0]) - beta * z_true
+        loss = top[:, 0] + np.log(total[:, 0]) - x[0] * z_true
         mean = np.einsum("nk,nk->n", q, zz)
         var = np.einsum("nk,nk->n", q, (zz - mean[:, None]) ** 2)
-        return (
-            float(np.einsum("n,n->", wn, loss)),
-            float(np.einsum("n,n->", wn, mean - z_true)),
-            float(np.einsum("n,n->", wn, var)),
-        )
+        value = float(np.einsum("n,n->", wn, loss))
+        grad = np.einsum("n,n->", wn, mean - z_true)
+        hess = np.einsum("n,n->", wn, var)
+        return _newton.Derivatives(value, grad[None], hess[None, None], value)
 
-    beta = 1.0
-    val, g, h = evaluate(beta)
-    for _ in range(100):
-        if not h > 0:
-            return None
-        step = g / h
-        decrease = g * step
-        if decrease <= 1e-20 * max(1.0, val):
-            break
-        rate = 1.0
-        for _ in range(60):  # the optimum is positive: stay above 0, decrease
-            trial = beta - rate * step
-            if trial > 0:
-                v, g_t, h_t = evaluate(trial)
-                if decrease <= 0.25 or v <= val - 1e-4 * rate * decrease:
-                    break
-            rate *= 0.5
-        else:
-            return None
-        beta, val, g, h = trial, v, g_t, h_t
-    else:
+    # the kernel's start (beta = 1) and bound (beta >= 0)
+    res = _newton.minimize_host(objective, np.ones(1), lower=np.zeros(1))
+    if not res.converged:
         return None  # out of steps: the kernel path warns
+    beta = res.x[0]
     temperature = np.asarray(1 / beta, dtype)
     if not _normal(temperature.reshape(1), _limits(dtype).tiny):
         return None
