@@ -1691,12 +1691,10 @@ def multinomial_newton(
     ``sum pen theta^2`` plus the gauge term ``1/2 sum_d gauge_d (sum_k theta_kd -
     target_d)^2``.
 
-    Newton steps from ``start``; while the Newton decrement ``g' H^-1 g`` exceeds 1/4
-    (far from the optimum) the step is halved until the objective decreases (Armijo),
-    then full steps. The objective is strictly convex (the gauge term fixes softmax's
-    free shift), so the optimum is the kernel's. Converged when the decrement is below
-    1e-20 (times the objective when larger than 1); False when the steps ran out or
-    no step decreases the objective (separated classes: the kernel path warns)."""
+    The kernel's solver (:func:`~bayescal._src.newton.minimize_host`) from ``start``;
+    the objective is strictly convex (the gauge term fixes softmax's free shift), so
+    the optimum is the kernel's. False when the solver did not converge (the steps ran
+    out: separated classes, the kernel path warns)."""
     k, d = start.shape
     n = y.size
     if n * k * k > _SCALING_MAX * 32:  # the [N, K, K] curvature weights: 32 MiB at most
@@ -1711,7 +1709,8 @@ def multinomial_newton(
         pairs = x[:, upper[0]] * x[:, upper[1]]  # [N, D(D+1)/2]
     fixed = np.diag(2 * pen.reshape(-1)) + np.kron(np.ones((k, k)), np.diag(gauge))
 
-    def value(theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    def objective(flat: np.ndarray) -> _newton.Derivatives:
+        theta = flat.reshape(k, d)
         eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("nkd,kd->nk", x, theta)
         top = eta.max(axis=1, keepdims=True)
         e = np.exp(eta - top)
@@ -1719,11 +1718,7 @@ def multinomial_newton(
         nll = top[:, 0] + np.log(total[:, 0]) - eta[rows, y]
         off = (theta.sum(axis=0) - target) * gauge
         val = np.einsum("n,n->", wn, nll) + np.sum(pen * theta**2) + 0.5 * np.sum(off**2)
-        return float(val), e / total, off
-
-    theta = start.astype(np.float64).copy()
-    val, q, off = value(theta)
-    for _ in range(max_steps):
+        q = e / total
         wq = q * wn[:, None]
         r = wq.copy()
         r[rows, y] -= wn
@@ -1744,29 +1739,12 @@ def multinomial_newton(
             hess = -np.einsum("np,nr->pr", wqx.reshape(n, k * d), qx).reshape(k, d, k, d)
             hess[np.arange(k), :, np.arange(k), :] += np.einsum("nkd,nke->kde", wqx, x)
         grad = grad + 2 * pen * theta + off[None, :]
-        g = grad.reshape(-1)
-        step = np.linalg.solve(hess.reshape(k * d, k * d) + fixed, g)
-        decrease = float(np.einsum("p,p->", g, step))
-        if not (np.isfinite(decrease) and decrease >= 0):
-            return theta, False
-        if decrease <= 1e-20 * max(1.0, val):
-            return theta, True
-        step = step.reshape(k, d)
-        if decrease > 0.25:  # far from the optimum: Armijo backtracking
-            rate = 1.0
-            for _ in range(60):
-                trial = theta - rate * step
-                v, q_t, off_t = value(trial)
-                if v <= val - 1e-4 * rate * decrease:
-                    break
-                rate *= 0.5
-            else:
-                return theta, False
-            theta, val, q, off = trial, v, q_t, off_t
-        else:
-            theta = theta - step
-            val, q, off = value(theta)
-    return theta, False
+        hess = hess.reshape(k * d, k * d) + fixed
+        val = float(val)  # every term >= 0: the magnitude is the value
+        return _newton.Derivatives(val, grad.reshape(-1), hess, val)
+
+    res = _newton.minimize_host(objective, start.reshape(-1), max_steps=max_steps)
+    return res.x.reshape(k, d), bool(res.converged)
 
 
 def _scaling_result(theta: np.ndarray, dtype: Any) -> np.ndarray | None:
