@@ -132,3 +132,39 @@ def test_minimize_host_singular_hessian_takes_ridge(p):
     assert bool(res.converged) and res.x[p - 2] == 0.0
     # reference: the intercept alone (and the other features) fit the log odds
     assert abs(res.grad[-1]) < 1e-8 * 200
+
+
+def test_host_twins_use_minimize_host(monkeypatch):
+    """One optimizer per fit (issue 33): the host twins of the parametric fits run
+    ``minimize_host`` (not loops of their own), and answer (no deferral) on easy data."""
+    from bayescal import classification as bc
+    from bayescal import core
+
+    calls = []
+    original = newton.minimize_host
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(newton, "minimize_host", counting)
+    rng = np.random.default_rng(0)
+    n = 300
+    p = rng.uniform(0.05, 0.95, n)
+    y = (rng.uniform(size=n) < p).astype(int)
+    z = rng.normal(size=(n, 3))
+    c = rng.integers(0, 3, n)
+    z[np.arange(n), c] += 1.0
+    fits = [
+        lambda: bc.fit_platt(y, p),
+        lambda: bc.fit_beta(y, p),
+        lambda: bc.fit_temperature(c, z),
+        lambda: bc.fit_vector_scaling(c, z),
+        lambda: bc.fit_matrix_scaling(c, z),
+        lambda: bc.fit_dirichlet(c, np.exp(z) / np.exp(z).sum(1, keepdims=True)),
+    ]
+    with core.host_path(True):
+        for fit in fits:
+            calls.clear()
+            fit()
+            assert calls, fit
