@@ -1934,15 +1934,17 @@ def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
         return None  # the NLL does not decrease for T > 0: the kernel's message
     wn = w / w.sum()
 
+    zt = np.ascontiguousarray(zz.T)  # [C, N]: the loops run over contiguous N
+
     def objective(x: np.ndarray) -> _newton.Derivatives:
-        s = x[0] * zz
-        top = s.max(axis=1, keepdims=True)
+        s = x[0] * zt
+        top = s.max(axis=0)
         e = np.exp(s - top)
-        total = e.sum(axis=1, keepdims=True)
+        total = e.sum(axis=0)
         q = e / total
-        loss = top[:, 0] + np.log(total[:, 0]) - x[0] * z_true
-        mean = np.einsum("nk,nk->n", q, zz)
-        var = np.einsum("nk,nk->n", q, (zz - mean[:, None]) ** 2)
+        loss = top + np.log(total) - x[0] * z_true
+        mean = np.einsum("kn,kn->n", q, zt)
+        var = np.einsum("kn,kn->n", q, (zt - mean) ** 2)
         value = float(np.einsum("n,n->", wn, loss))
         grad = np.einsum("n,n->", wn, mean - z_true)
         hess = np.einsum("n,n->", wn, var)
