@@ -48,6 +48,7 @@ __all__ = [
     "logistic_objective",
     "mask_weights",
     "minimize",
+    "minimize_host",
 ]
 
 #: Largest number of terms added by one plain reduction in :func:`accurate_sum`.
@@ -171,17 +172,24 @@ def logistic_objective(
     return objective
 
 
-def _cholesky_solve(h: jax.Array, g: jax.Array) -> jax.Array:
+def _cholesky_solve(h: jax.Array, g: jax.Array, xp: Any = jnp) -> jax.Array:
     """Solve ``h x = g`` for a small symmetric positive definite ``h`` (unrolled).
 
     P is 1-3 for the scalar fits: an unrolled Cholesky factorisation is a handful of
     scalar operations, where ``jnp.linalg.solve`` adds an LU with pivoting to every
     compiled solver. Larger P (the multiclass scaling fits, P = 2K or K(K + 1)) use
     ``jnp.linalg.cholesky`` and two triangular solves. A matrix that is not positive
-    definite gives NaN (the caller falls back).
+    definite gives NaN (the caller falls back). ``xp``: ``jax.numpy`` (the compiled
+    loop) or ``numpy`` (:func:`minimize_host`), the same arithmetic.
     """
     p = h.shape[0]
     if p > _UNROLLED:
+        if xp is np:
+            try:
+                low = np.linalg.cholesky(h)
+            except np.linalg.LinAlgError:  # not positive definite
+                return np.full(p, np.nan)
+            return np.linalg.solve(low.T, np.linalg.solve(low, g))
         low = jnp.linalg.cholesky(h)  # NaN when h is not positive definite
         y = jax.scipy.linalg.solve_triangular(low, g, lower=True)
         return jax.scipy.linalg.solve_triangular(low, y, lower=True, trans="T")
@@ -190,7 +198,7 @@ def _cholesky_solve(h: jax.Array, g: jax.Array) -> jax.Array:
         for j in range(i + 1):
             acc = h[i, j] - sum((low[i][k] * low[j][k] for k in range(j)), 0.0)
             if i == j:
-                low[i][i] = jnp.sqrt(jnp.where(acc > 0, acc, jnp.nan))
+                low[i][i] = xp.sqrt(xp.where(acc > 0, acc, xp.nan))
             else:
                 low[i][j] = acc / low[j][j]
     y = [None] * p
@@ -199,10 +207,10 @@ def _cholesky_solve(h: jax.Array, g: jax.Array) -> jax.Array:
     x = [None] * p
     for i in reversed(range(p)):
         x[i] = (y[i] - sum((low[k][i] * x[k] for k in range(i + 1, p)), 0.0)) / low[i][i]
-    return jnp.stack(x)
+    return xp.stack(x)
 
 
-def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
+def _dot(a: jax.Array, b: jax.Array, xp: Any = jnp) -> jax.Array:
     """``a . b`` for P <= 3 as scalar products and sums.
 
     The loop body's small-P algebra is written without reductions (``dot``, ``max``,
@@ -210,8 +218,10 @@ def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
     starts a kernel of its own, and each kernel costs compile time.
     """
     if a.shape[0] > _UNROLLED:
+        if xp is np:
+            return np.dot(a, b)
         return jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST)
-    return functools.reduce(jnp.add, [a[i] * b[i] for i in range(a.shape[0])])
+    return functools.reduce(xp.add, [a[i] * b[i] for i in range(a.shape[0])])
 
 
 #: Up to this many parameters the small-P algebra is unrolled into scalar operations
@@ -219,45 +229,76 @@ def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
 _UNROLLED = 3
 
 
-def _max(a: jax.Array) -> jax.Array:
+def _max(a: jax.Array, xp: Any = jnp) -> jax.Array:
     if a.shape[0] > _UNROLLED:
-        return jnp.max(a)
-    return functools.reduce(jnp.maximum, [a[i] for i in range(a.shape[0])])
+        return xp.max(a)
+    return functools.reduce(xp.maximum, [a[i] for i in range(a.shape[0])])
 
 
-def _all(a: jax.Array) -> jax.Array:
+def _all(a: jax.Array, xp: Any = jnp) -> jax.Array:
     if a.shape[0] > _UNROLLED:
-        return jnp.all(a)
-    return functools.reduce(jnp.logical_and, [a[i] for i in range(a.shape[0])])
+        return xp.all(a)
+    return functools.reduce(xp.logical_and, [a[i] for i in range(a.shape[0])])
 
 
-def _any(a: jax.Array) -> jax.Array:
+def _any(a: jax.Array, xp: Any = jnp) -> jax.Array:
     if a.shape[0] > _UNROLLED:
-        return jnp.any(a)
-    return functools.reduce(jnp.logical_or, [a[i] for i in range(a.shape[0])])
+        return xp.any(a)
+    return functools.reduce(xp.logical_or, [a[i] for i in range(a.shape[0])])
 
 
-def _direction(d: Derivatives, free: jax.Array) -> jax.Array:
+# The rules of the iteration, shared by the compiled loop (:func:`minimize`) and the
+# host's Python loop (:func:`minimize_host`).
+#: Armijo's sufficient-decrease fraction.
+_ARMIJO = 1e-4
+#: Levenberg ridge in units of eps times the largest curvature.
+_RIDGE = 16
+#: Default relative rounding level of the objective, in units of eps.
+_RTOL = 32
+#: Converged after this many consecutive points with a predicted decrease at rounding
+#: level (so two such steps were taken).
+_QUIET = 3
+
+
+def _direction(d: Derivatives, free: jax.Array, xp: Any = jnp) -> jax.Array:
     """Newton direction on the free variables (0 on the held ones), ridge-damped."""
     p = d.grad.shape[0]
-    eye = jnp.eye(p, dtype=d.hess.dtype)
+    eye = xp.eye(p, dtype=d.hess.dtype)
     both = free[:, None] & free[None, :]
-    h = jnp.where(both, d.hess, eye)
-    g = jnp.where(free, d.grad, 0)
-    diag = jnp.abs(jnp.diagonal(h))
-    tiny = jnp.finfo(h.dtype).tiny
+    h = xp.where(both, d.hess, eye)
+    g = xp.where(free, d.grad, 0)
+    diag = xp.abs(xp.diagonal(h))
+    tiny = xp.finfo(h.dtype).tiny
     # Levenberg ridge at rounding level of the largest curvature: keeps the solve
     # finite when the Hessian is singular (e.g. a constant feature), changes nothing
     # otherwise.
-    largest = _max(diag)
-    ridge = 16 * jnp.finfo(h.dtype).eps * largest + tiny
-    step = -_cholesky_solve(h + ridge * eye, g)
+    largest = _max(diag, xp)
+    ridge = _RIDGE * xp.finfo(h.dtype).eps * largest + tiny
+    step = -_cholesky_solve(h + ridge * eye, g, xp)
     # Fallback when the factorisation fails or the step does not descend: the
     # diagonally scaled gradient (a descent direction whenever the gradient is not 0).
-    fallback = -g / jnp.maximum(diag, ridge)
-    finite = _all(jnp.isfinite(step))
-    ok = finite & (_dot(g, step) <= 0)
-    return jnp.where(free, jnp.where(ok, step, fallback), 0)
+    fallback = -g / xp.maximum(diag, ridge)
+    finite = _all(xp.isfinite(step), xp)
+    ok = finite & (_dot(g, step, xp) <= 0)
+    return xp.where(free, xp.where(ok, step, fallback), 0)
+
+
+def _free(x: jax.Array, lo: jax.Array, grad: jax.Array) -> jax.Array:
+    """The variables not held: a variable at its bound whose gradient pushes it further
+    out is held there (Bertsekas' projected Newton)."""
+    return ~((x <= lo) & (grad > 0))
+
+
+def _noise(d: Derivatives, rtol: float, tiny: float) -> jax.Array:
+    """The rounding level of the objective at a point."""
+    return rtol * (d.magnitude + tiny)
+
+
+def _accepts(d: Derivatives, x, d_t: Derivatives, trial, noise, xp: Any = jnp):
+    """Armijo along the projected path, with the objective's rounding level as slack
+    (within it a comparison of values means nothing)."""
+    bound = d.value + _ARMIJO * _dot(d.grad, trial - x, xp) + noise
+    return xp.isfinite(d_t.value) & (d_t.value <= bound)
 
 
 class _State(NamedTuple):
@@ -347,7 +388,7 @@ def minimize(
     """
     dtype = x0.dtype
     if rtol is None:
-        rtol = 32 * float(jnp.finfo(dtype).eps)
+        rtol = _RTOL * float(jnp.finfo(dtype).eps)
     lo = jnp.full(x0.shape, -jnp.inf, dtype) if lower is None else lower.astype(dtype)
     x0 = jnp.maximum(x0.astype(dtype), lo)
     zero = jnp.zeros((), dtype)
@@ -360,19 +401,15 @@ def minimize(
         s = _unpack(v, p)
         trial = jnp.maximum(s.x + s.rate * s.step, lo)
         d_t = objective(trial)
-        noise = rtol * (s.d.magnitude + jnp.finfo(dtype).tiny)
-        # Armijo along the projected path, with the objective's rounding level as
-        # slack (within it a comparison of values means nothing).
-        bound = s.d.value + 1e-4 * _dot(s.d.grad, trial - s.x) + noise
-        ok = jnp.isfinite(d_t.value) & (d_t.value <= bound)
+        tiny = jnp.finfo(dtype).tiny
+        ok = _accepts(s.d, s.x, d_t, trial, _noise(s.d, rtol, tiny))
         # Accepted: the next direction from the trial point.
-        free = ~((trial <= lo) & (d_t.grad > 0))
-        step = _direction(d_t, free)
+        step = _direction(d_t, _free(trial, lo, d_t.grad))
         decrease = -_dot(d_t.grad, step)
-        quiet_t = decrease <= rtol * (d_t.magnitude + jnp.finfo(dtype).tiny)
+        quiet_t = decrease <= _noise(d_t, rtol, tiny)
         quiet = jnp.where(quiet_t, s.quiet + 1, zero)
         steps = s.steps + 1
-        converged = (quiet >= 3) | (decrease <= 0)
+        converged = (quiet >= _QUIET) | (decrease <= 0)
         accepted = _State(
             trial,
             d_t,
@@ -410,6 +447,67 @@ def minimize(
     return NewtonResult(
         out.x, out.d.value, out.d.grad, out.steps.astype(jnp.int32), out.converged
     )
+
+
+def minimize_host(
+    objective: Callable[[np.ndarray], Derivatives],
+    x0: Any,
+    *,
+    lower: Any = None,
+    max_steps: int = 100,
+    max_halvings: int = 60,
+    rtol: float | None = None,
+) -> NewtonResult:
+    """:func:`minimize` in NumPy float64, a Python loop: the host twins' solver.
+
+    The same iteration (projected Newton directions with the Levenberg ridge and the
+    scaled-gradient fallback, Armijo with the objective's rounding level as slack, the
+    held variables, converged after three quiet points) with the same helpers, on
+    small concrete inputs where compiling the ``lax.while_loop`` would cost more than
+    the fit. ``objective(x [P] float64) -> Derivatives`` of NumPy floats; ``rtol``
+    defaults to ``32 * eps`` of float64. Returns a :class:`NewtonResult` of NumPy
+    values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def objective(x):  # (x - 2)^2 + (y + 1)^2, y >= 0
+    ...     r = x - np.array([2.0, -1.0])
+    ...     return Derivatives(float(r @ r), 2 * r, 2 * np.eye(2), float(r @ r) + 1)
+    >>> res = minimize_host(objective, np.zeros(2), lower=np.array([-np.inf, 0.0]))
+    >>> res.x.tolist(), bool(res.converged)
+    ([2.0, 0.0], True)
+    """
+    x0 = np.asarray(x0, np.float64)
+    info = np.finfo(np.float64)
+    tiny = float(info.tiny)
+    if rtol is None:
+        rtol = _RTOL * float(info.eps)
+    lo = np.full(x0.shape, -np.inf) if lower is None else np.asarray(lower, np.float64)
+    x = np.maximum(x0, lo)
+    p = x.shape[0]
+    with np.errstate(all="ignore"):  # NaN from a failed factorisation: the fallback
+        d = objective(x)  # the first trial, x0 itself (accepted when finite)
+        steps, quiet = 0, 0
+        if not np.isfinite(d.value):
+            return NewtonResult(x, np.inf, np.zeros(p), -1, False)
+        while True:
+            step = _direction(d, _free(x, lo, d.grad), np)
+            decrease = -_dot(d.grad, step, np)
+            quiet = quiet + 1 if decrease <= _noise(d, rtol, tiny) else 0
+            converged = bool((quiet >= _QUIET) | (decrease <= 0))
+            if converged or steps >= max_steps:
+                return NewtonResult(x, d.value, d.grad, steps, converged)
+            noise, rate = _noise(d, rtol, tiny), 1.0
+            for _ in range(max_halvings):
+                trial = np.maximum(x + rate * step, lo)
+                d_t = objective(trial)
+                if _accepts(d, x, d_t, trial, noise, np):
+                    break
+                rate *= 0.5
+            else:  # halving no longer helps
+                return NewtonResult(x, d.value, d.grad, steps, False)
+            x, d, steps = trial, d_t, steps + 1
 
 
 # --------------------------------------------------------------------------- first call

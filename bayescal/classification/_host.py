@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from bayescal._src import newton as _newton
 from bayescal._src import validation as _v
 from bayescal._src.host import (
     _BAD,
@@ -648,7 +649,8 @@ def logistic_rows(
     max_steps: int = 100,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weighted logistic regression of ``y`` on ``features`` (+ intercept), one fit
-    per weight row, by projected Newton steps with backtracking (float64).
+    per weight row, by the kernel's projected Newton solver
+    (:func:`~bayescal._src.newton.minimize_host`, float64).
 
     The objective, the start and the bounds are ``_logistic_fit``'s of
     ``classification._calibrators`` (the soft targets of Platt, lower bounds held by
@@ -679,46 +681,20 @@ def logistic_rows(
         theta = np.array(x0, np.float64) if r == w_rows.shape[0] - 1 else out[-1].copy()
         if np.isnan(theta[-1]):  # Platt's start: the log odds of the (smoothed) labels
             theta[-1] = np.log((n_pos + 1) / (n_neg + 1))
-        theta = np.maximum(theta, lower)
 
-        def evaluate(t, x=x, wk=wk, target=target):
+        def objective(t, x=x, wk=wk, target=target):
             eta = np.einsum("p,pn->n", t, x)
             e = np.exp(-np.abs(eta))
             softplus = np.maximum(eta, 0) + np.log1p(e)
             q = np.where(eta >= 0, 1, e) / (1 + e)  # sigmoid(eta)
-            return float(np.sum(wk * (softplus - target * eta))), q
-
-        value, q = evaluate(theta)
-        done = False
-        for _ in range(max_steps):
+            value = float(np.sum(wk * (softplus - target * eta)))  # each term >= 0
             grad = np.einsum("pn,n->p", x, wk * (q - target))
             hess = np.einsum("pn,qn,n->pq", x, x, wk * q * (1 - q))
-            free = ~((theta <= lower) & (grad > 0))
-            step = np.zeros_like(theta)
-            h = hess[np.ix_(free, free)]
-            step[free] = -np.linalg.lstsq(h, grad[free], rcond=None)[0]
-            decrease = -grad @ step
-            if not decrease > 0:
-                done = True
-                break
-            if decrease <= 1e-12 * value:  # quadratic convergence: one last full step
-                theta = np.maximum(theta + step, lower)
-                value, q = evaluate(theta)
-                done = True
-                break
-            rate, noise = 1.0, 64 * np.finfo(np.float64).eps * value
-            while rate > 1e-18:
-                trial = np.maximum(theta + rate * step, lower)
-                v, q_trial = evaluate(trial)
-                if v <= value + 1e-4 * grad @ (trial - theta) + noise:
-                    break
-                rate *= 0.5
-            else:
-                done = True  # no step decreases the loss: its optimum in float64
-                break
-            theta, value, q = trial, v, q_trial
-        out[r] = theta
-        converged[r] = done and value >= 1e-6 * wk.sum()
+            return _newton.Derivatives(value, grad, hess, value)
+
+        res = _newton.minimize_host(objective, theta, lower=lower, max_steps=max_steps)
+        out[r] = res.x
+        converged[r] = res.converged and res.value >= 1e-6 * wk.sum()
     return out, converged
 
 
@@ -1715,12 +1691,10 @@ def multinomial_newton(
     ``sum pen theta^2`` plus the gauge term ``1/2 sum_d gauge_d (sum_k theta_kd -
     target_d)^2``.
 
-    Newton steps from ``start``; while the Newton decrement ``g' H^-1 g`` exceeds 1/4
-    (far from the optimum) the step is halved until the objective decreases (Armijo),
-    then full steps. The objective is strictly convex (the gauge term fixes softmax's
-    free shift), so the optimum is the kernel's. Converged when the decrement is below
-    1e-20 (times the objective when larger than 1); False when the steps ran out or
-    no step decreases the objective (separated classes: the kernel path warns)."""
+    The kernel's solver (:func:`~bayescal._src.newton.minimize_host`) from ``start``;
+    the objective is strictly convex (the gauge term fixes softmax's free shift), so
+    the optimum is the kernel's. False when the solver did not converge (the steps ran
+    out: separated classes, the kernel path warns)."""
     k, d = start.shape
     n = y.size
     if n * k * k > _SCALING_MAX * 32:  # the [N, K, K] curvature weights: 32 MiB at most
@@ -1733,21 +1707,20 @@ def multinomial_newton(
     if shared:
         upper = np.triu_indices(d)
         pairs = x[:, upper[0]] * x[:, upper[1]]  # [N, D(D+1)/2]
+    else:  # [K, D, N]: einsum's loops run over contiguous N (5x faster than [N, K, D])
+        x_t = np.ascontiguousarray(np.moveaxis(x, 0, -1))
     fixed = np.diag(2 * pen.reshape(-1)) + np.kron(np.ones((k, k)), np.diag(gauge))
 
-    def value(theta: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("nkd,kd->nk", x, theta)
+    def objective(flat: np.ndarray) -> _newton.Derivatives:
+        theta = flat.reshape(k, d)
+        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("kdn,kd->nk", x_t, theta)
         top = eta.max(axis=1, keepdims=True)
         e = np.exp(eta - top)
         total = e.sum(axis=1, keepdims=True)
         nll = top[:, 0] + np.log(total[:, 0]) - eta[rows, y]
         off = (theta.sum(axis=0) - target) * gauge
         val = np.einsum("n,n->", wn, nll) + np.sum(pen * theta**2) + 0.5 * np.sum(off**2)
-        return float(val), e / total, off
-
-    theta = start.astype(np.float64).copy()
-    val, q, off = value(theta)
-    for _ in range(max_steps):
+        q = e / total
         wq = q * wn[:, None]
         r = wq.copy()
         r[rows, y] -= wn
@@ -1761,36 +1734,20 @@ def multinomial_newton(
             full[:, :, upper[1], upper[0]] = packed
             hess = full.transpose(0, 2, 1, 3)
         else:
-            grad = np.einsum("nk,nkd->kd", r, x)
+            grad = np.einsum("kn,kdn->kd", r.T, x_t)
             # two-operand sums (einsum's fast loops): the outer part, then the blocks
-            wqx = wq[:, :, None] * x
-            qx = (q[:, :, None] * x).reshape(n, k * d)
-            hess = -np.einsum("np,nr->pr", wqx.reshape(n, k * d), qx).reshape(k, d, k, d)
-            hess[np.arange(k), :, np.arange(k), :] += np.einsum("nkd,nke->kde", wqx, x)
+            wqx = (wq.T[:, None, :] * x_t).reshape(k * d, n)
+            qx = (q.T[:, None, :] * x_t).reshape(k * d, n)
+            hess = -np.einsum("pn,rn->pr", wqx, qx).reshape(k, d, k, d)
+            blocks = np.einsum("kdn,ken->kde", wqx.reshape(k, d, n), x_t)
+            hess[np.arange(k), :, np.arange(k), :] += blocks
         grad = grad + 2 * pen * theta + off[None, :]
-        g = grad.reshape(-1)
-        step = np.linalg.solve(hess.reshape(k * d, k * d) + fixed, g)
-        decrease = float(np.einsum("p,p->", g, step))
-        if not (np.isfinite(decrease) and decrease >= 0):
-            return theta, False
-        if decrease <= 1e-20 * max(1.0, val):
-            return theta, True
-        step = step.reshape(k, d)
-        if decrease > 0.25:  # far from the optimum: Armijo backtracking
-            rate = 1.0
-            for _ in range(60):
-                trial = theta - rate * step
-                v, q_t, off_t = value(trial)
-                if v <= val - 1e-4 * rate * decrease:
-                    break
-                rate *= 0.5
-            else:
-                return theta, False
-            theta, val, q, off = trial, v, q_t, off_t
-        else:
-            theta = theta - step
-            val, q, off = value(theta)
-    return theta, False
+        hess = hess.reshape(k * d, k * d) + fixed
+        val = float(val)  # every term >= 0: the magnitude is the value
+        return _newton.Derivatives(val, grad.reshape(-1), hess, val)
+
+    res = _newton.minimize_host(objective, start.reshape(-1), max_steps=max_steps)
+    return res.x.reshape(k, d), bool(res.converged)
 
 
 def _scaling_result(theta: np.ndarray, dtype: Any) -> np.ndarray | None:
@@ -1931,8 +1888,9 @@ def fit_dirichlet(
 
 
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
-    """:func:`bayescal.classification.fit_temperature` on the host: Newton's method on
-    ``beta = 1 / T`` (convex, one parameter) in float64. Left to the kernel path: its
+    """:func:`bayescal.classification.fit_temperature` on the host: the kernel's Newton
+    solver (:func:`~bayescal._src.newton.minimize_host`) on ``beta = 1 / T >= 0``
+    (convex, one parameter) in float64. Left to the kernel path: its
     errors (no improvement on the uniform forecast, every example ranked correctly)
     and its warnings (logits in [0, 1], no convergence)."""
     from bayescal.classification._calibrators import TemperatureCalibrator
@@ -1976,43 +1934,27 @@ def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
         return None  # the NLL does not decrease for T > 0: the kernel's message
     wn = w / w.sum()
 
-    def evaluate(beta: float) -> tuple[float, float, float]:
-        s = beta * zz
-        top = s.max(axis=1, keepdims=True)
-        e = np.exp(s - top)
-        total = e.sum(axis=1, keepdims=True)
-        q = e / total
-        loss = top[:, 0] + np.log(total[:, 0]) - beta * z_true
-        mean = np.einsum("nk,nk->n", q, zz)
-        var = np.einsum("nk,nk->n", q, (zz - mean[:, None]) ** 2)
-        return (
-            float(np.einsum("n,n->", wn, loss)),
-            float(np.einsum("n,n->", wn, mean - z_true)),
-            float(np.einsum("n,n->", wn, var)),
-        )
+    zt = np.ascontiguousarray(zz.T)  # [C, N]: the loops run over contiguous N
 
-    beta = 1.0
-    val, g, h = evaluate(beta)
-    for _ in range(100):
-        if not h > 0:
-            return None
-        step = g / h
-        decrease = g * step
-        if decrease <= 1e-20 * max(1.0, val):
-            break
-        rate = 1.0
-        for _ in range(60):  # the optimum is positive: stay above 0, decrease
-            trial = beta - rate * step
-            if trial > 0:
-                v, g_t, h_t = evaluate(trial)
-                if decrease <= 0.25 or v <= val - 1e-4 * rate * decrease:
-                    break
-            rate *= 0.5
-        else:
-            return None
-        beta, val, g, h = trial, v, g_t, h_t
-    else:
+    def objective(x: np.ndarray) -> _newton.Derivatives:
+        s = x[0] * zt
+        top = s.max(axis=0)
+        e = np.exp(s - top)
+        total = e.sum(axis=0)
+        q = e / total
+        loss = top + np.log(total) - x[0] * z_true
+        mean = np.einsum("kn,kn->n", q, zt)
+        var = np.einsum("kn,kn->n", q, (zt - mean) ** 2)
+        value = float(np.einsum("n,n->", wn, loss))
+        grad = np.einsum("n,n->", wn, mean - z_true)
+        hess = np.einsum("n,n->", wn, var)
+        return _newton.Derivatives(value, grad[None], hess[None, None], value)
+
+    # the kernel's start (beta = 1) and bound (beta >= 0)
+    res = _newton.minimize_host(objective, np.ones(1), lower=np.zeros(1))
+    if not res.converged:
         return None  # out of steps: the kernel path warns
+    beta = res.x[0]
     temperature = np.asarray(1 / beta, dtype)
     if not _normal(temperature.reshape(1), _limits(dtype).tiny):
         return None
