@@ -270,61 +270,37 @@ def _arviz_major() -> int:
     return int(str(_import_arviz().__version__).split(".")[0])
 
 
-# Rows of the log-likelihood passed to ArviZ's PSIS at a time (elements; 32 MB float64).
-_PSIS_BLOCK_ELEMENTS = 1 << 22
+def _psis_rule() -> str:
+    """The PSIS tail rule of the installed ArviZ: ``"arviz1"`` on arviz 1.x, else
+    ``"arviz0"`` (also without ArviZ: the tail length of Vehtari et al. 2024).
+    Read from the package metadata, without importing ArviZ."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("arviz")
+    except metadata.PackageNotFoundError:
+        return "arviz0"
+    major = version.split(".")[0]
+    return "arviz1" if major.isdigit() and int(major) >= 1 else "arviz0"
 
 
 def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
-    """ArviZ's PSIS: normalized log weights ``[..., S]`` and Pareto k ``[...]``.
+    """PSIS: normalized log weights ``[..., S]`` and Pareto k ``[...]``.
 
-    ``log_likelihood`` is ``[..., S]`` (draws last), float64 numpy. arviz 0.x takes the
-    log importance ratios ``-log_likelihood`` (``az.psislw``); arviz 1.x
-    (``arviz_stats``) takes the log-likelihood itself and negates it inside. Both
-    return log weights normalized over the draws.
+    ``log_likelihood`` is ``[..., S]`` (draws last). bayescal's own vectorized PSIS
+    (:func:`bayescal._src.psis.psislw`), with the tail rule of the installed ArviZ:
+    equal to ``az.psislw(-log_likelihood, reff=r_eff)`` on arviz 0.x and to
+    ``arviz_stats``' ``psislw`` on arviz 1.x (tests/test_psis.py), ~100x faster than
+    their loop over the rows.
 
     A row whose right tail of ratios is flat (e.g. a log-likelihood constant over the
-    draws) has no Pareto tail to fit: arviz 0.x keeps its raw weights and gives it
-    k = inf; ``arviz_stats`` raises ``ValueError("All tail values are the same")`` for
-    the whole array. On arviz 1.x such rows get what arviz 0.x gives them.
+    draws) has no Pareto tail to fit: it keeps its raw weights and gets k = inf, as
+    arviz 0.x gives it (``arviz_stats`` raises ``ValueError("All tail values are the
+    same")`` for the whole array).
     """
-    if _arviz_major() < 1:
-        # In blocks of rows: az.psislw deep-copies its whole input and loops over the
-        # rows in Python anyway, so blocks cost nothing and bound the float64 copies.
-        az = _import_arviz()
-        ll = np.asarray(log_likelihood)
-        rows = ll.reshape(-1, ll.shape[-1])
-        log_weights = np.empty(rows.shape, np.float64)
-        k = np.empty(rows.shape[0], np.float64)
-        step = max(1, _PSIS_BLOCK_ELEMENTS // max(1, rows.shape[1]))
-        for a in range(0, rows.shape[0], step):
-            ratios = np.negative(rows[a : a + step], dtype=np.float64)
-            lw_block, k_block = az.psislw(ratios, reff=r_eff)
-            log_weights[a : a + step], k[a : a + step] = lw_block, k_block
-        return log_weights.reshape(ll.shape), k.reshape(ll.shape[:-1])
-    ll = np.asarray(log_likelihood, dtype=np.float64)
-    from arviz_stats.base import array_stats  # arviz 1.x (make test-py312)
+    from bayescal._src.psis import psislw
 
-    try:
-        log_weights, k = array_stats.psislw(ll, r_eff=r_eff, axis=-1)
-        return np.asarray(log_weights), np.asarray(k)
-    except ValueError as err:
-        if "tail" not in str(err):
-            raise
-    rows = ll.reshape(-1, ll.shape[-1])
-    log_weights = np.empty_like(rows)
-    k = np.empty(rows.shape[0])
-    for i, row in enumerate(rows):
-        try:
-            lw_i, k_i = array_stats.psislw(row, r_eff=r_eff, axis=-1)
-        except ValueError as err:
-            if "tail" not in str(err):
-                raise
-            log_ratios = -row
-            m = log_ratios.max()
-            lw_i = log_ratios - (m + np.log(np.sum(np.exp(log_ratios - m))))
-            k_i = np.inf
-        log_weights[i], k[i] = lw_i, k_i
-    return log_weights.reshape(ll.shape), k.reshape(ll.shape[:-1])
+    return psislw(log_likelihood, r_eff, rule=_psis_rule())
 
 
 def _relative_ess(posterior: _xr.Dataset | None, num_samples: int) -> float:

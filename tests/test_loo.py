@@ -295,12 +295,14 @@ def test_loo_pit_shows_no_arviz_refactor_notice(tmp_path):
 
 
 def test_psis_in_row_blocks_equals_one_call(monkeypatch):
-    # ArviZ's PSIS is called on blocks of rows (bounded float64 copies); blocks that do
-    # not divide the rows give exactly the weights and k of one call on all rows
+    # The Pareto fits run on blocks of rows (bounded [rows, m, M] temporaries); blocks
+    # that do not divide the rows give exactly the weights and k of one block
+    from bayescal._src import psis
+
     rng = np.random.default_rng(5)
     ll = rng.normal(size=(2, 5, 300)).astype(np.float32)  # [..., S]
     whole_lw, whole_k = baz._psislw(ll, 1.0)
-    monkeypatch.setattr(baz, "_PSIS_BLOCK_ELEMENTS", 3 * 300)
+    monkeypatch.setattr(psis, "_FIT_BLOCK_ELEMENTS", 1)  # one row per block
     lw, k = baz._psislw(ll, 1.0)
     assert lw.shape == ll.shape and k.shape == ll.shape[:-1]
     np.testing.assert_array_equal(lw, whole_lw)
