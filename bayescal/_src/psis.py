@@ -49,7 +49,11 @@ Equal to ``arviz.psislw`` 0.23 and ``arviz_stats`` 1.3 to ~1e-12 (tests/test_psi
 the arithmetic is theirs step for step, and the sums run over the same contiguous
 axes; what differs is the order of a few sums (grid weights dropped as negligible are
 zeroed here, not removed), a few ulps. Among draws tied inside the tail, which one
-gets which smoothed value follows the sort here (ArviZ's too depends on its sort).
+gets which smoothed value follows NumPy's default (unstable) sort, called on the same
+values as ArviZ calls it (the whole row for ``"arviz1"``, the tail in draw order for
+``"arviz0"``), so that the weights match ArviZ's draw for draw: MCMC draws repeat (a
+chain that stays put), and the LOO-PIT depends on which of the repeated draws gets
+which weight.
 """
 
 from __future__ import annotations
@@ -192,30 +196,39 @@ def psislw(log_likelihood: Any, r_eff: float = 1.0, *, rule: str = "arviz0") -> 
     k = np.full(rows.shape[0], np.inf)
     m = tail_length(s, r_eff, rule) if s >= 2 else 0
     if rows.shape[0] and 5 <= m < s:
-        order = np.argsort(x, axis=-1, kind="stable")
-        xs = np.take_along_axis(x, order, axis=-1)
+        # NumPy's default sort, row by row, as ArviZ sorts: among tied ratios in the
+        # tail, which draw gets which smoothed value follows that sort's order
         if rule == "arviz0":
-            cutoff = np.maximum(xs[:, s - m - 1], np.log(_TINY))
-            n = np.sum(xs > cutoff[:, None], axis=-1)
+            cutoff = np.maximum(np.sort(x, axis=-1)[:, s - m - 1], np.log(_TINY))
+            n = np.sum(x > cutoff[:, None], axis=-1)
             fit = n > 4
         else:
-            cutoff = xs[:, s - m - 1]
+            order = np.argsort(x, axis=-1)
+            cutoff = np.take_along_axis(x, order[:, s - m - 1 : s - m], axis=-1)[:, 0]
             n = np.full(rows.shape[0], m)
-            fit = ~(np.abs(xs[:, -1] - xs[:, s - m]) < _TINY)  # a flat tail: k = inf
-        new = xs.copy()
+            tail_span = np.take_along_axis(x, order[:, [s - m, s - 1]], axis=-1)
+            fit = ~(np.abs(tail_span[:, 1] - tail_span[:, 0]) < _TINY)  # flat: k = inf
         for length in np.unique(n[fit]):
             (idx,) = np.nonzero(fit & (n == length))
             block = max(1, _FIT_BLOCK_ELEMENTS // ((30 + int(length**0.5)) * max(length, 40)))
             for a in range(0, idx.size, block):
                 sel = idx[a : a + block]
-                tail = np.exp(xs[sel, s - length :]) - np.exp(cutoff[sel])[:, None]
+                if rule == "arviz0":
+                    # arviz 0.x: the ratios above the cutoff, in draw order, then sorted
+                    xr = x[sel]
+                    pos = np.nonzero(xr > cutoff[sel][:, None])[1].reshape(-1, length)
+                    vals = np.take_along_axis(xr, pos, axis=-1)
+                    pos = np.take_along_axis(pos, np.argsort(vals, axis=-1), axis=-1)
+                else:
+                    pos = order[sel, s - length :]
+                tail_log = np.take_along_axis(x[sel], pos, axis=-1)
+                tail = np.exp(tail_log) - np.exp(cutoff[sel])[:, None]
                 k_sel, sigma = _fit_gpd(tail, rule)
                 k[sel] = k_sel
                 ok = np.isfinite(k_sel)
                 if np.any(ok):
                     smooth = _smoothed_tail(k_sel[ok], sigma[ok], cutoff[sel[ok]], length, rule)
-                    new[sel[ok], s - length :] = smooth
-        np.put_along_axis(x, order, new, axis=-1)
+                    x[sel[ok][:, None], pos[ok]] = smooth
     if s:
         x -= _logsumexp_rows(x)[:, None]
     return x.reshape(shape), k.reshape(shape[:-1])
