@@ -29,7 +29,7 @@ Two rules, for the two ArviZ generations the LOO-PIT tests compare with:
     largest ratio, raised to ``log(tiny)`` (the smallest normal float64) if below it;
     the tail is the ratios *strictly above* the cutoff (fewer than ``M`` when the
     cutoff is tied). A tail of 4 or fewer ratios is not fitted: the row keeps its raw
-    weights and gets ``k = inf``. The grid weights are ``1 / sum_j exp(L_j - L_i)``.
+    weights and gets ``k = inf``.
 ``"arviz1"`` (``arviz_stats``' ``psislw``, arviz 1.x)
     ``M = floor(3 sqrt(S / r_eff))`` when ``S r_eff > 225``, else ``floor(S / 5)``
     (so ``M`` is one less than arviz 0.x's at e.g. ``S = 1000, r_eff = 1``); the tail is
@@ -39,7 +39,7 @@ Two rules, for the two ArviZ generations the LOO-PIT tests compare with:
     such a row keeps its raw weights and gets ``k = inf`` (what arviz 0.x gives a
     flat tail, and what ``bayescal.arviz`` gave on arviz 1.x before this module). A
     tail whose first quartile equals its minimum is not fitted either: raw weights,
-    ``k = nan``. The grid weights are ``exp(L - logsumexp(L))``.
+    ``k = nan``.
 
 Both rules leave the weights raw (normalized) and return ``k = nan`` when the fit gives
 ``nan``, except that ``"arviz1"`` reports a ``nan`` shape from the fit's last step as
@@ -48,7 +48,8 @@ Both rules leave the weights raw (normalized) and return ``k = nan`` when the fi
 Equal to ``arviz.psislw`` 0.23 and ``arviz_stats`` 1.3 to ~1e-12 (tests/test_psis.py):
 the arithmetic is theirs step for step, and the sums run over the same contiguous
 axes; what differs is the order of a few sums (grid weights dropped as negligible are
-zeroed here, not removed), a few ulps. Among draws tied inside the tail, which one
+zeroed here, not removed) and the normalization of the grid weights (``m``
+exponentials, not ArviZ 0.x's ``m^2``), a few ulps. Among draws tied inside the tail, which one
 gets which smoothed value follows NumPy's default (unstable) sort, called on the same
 values as ArviZ calls it (the whole row for ``"arviz1"``, the tail in draw order for
 ``"arviz0"``), so that the weights match ArviZ's draw for draw: MCMC draws repeat (a
@@ -110,12 +111,13 @@ def _fit_gpd(tail: np.ndarray, rule: str) -> tuple[np.ndarray, np.ndarray]:
     quartile = tail[:, int(n / 4 + 0.5) - 1]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         b = grid / (_PRIOR_BS * quartile[:, None]) + 1 / tail[:, -1:]  # [R, m]
-        k_grid = np.log1p(-b[:, :, None] * tail[:, None, :]).mean(axis=-1)  # [R, m]
+        t = np.multiply(-b[:, :, None], tail[:, None, :])  # [R, m, n], one temporary
+        k_grid = np.log1p(t, out=t).mean(axis=-1)  # [R, m]
         profile = n * (np.log(-(b / k_grid)) - k_grid - 1)  # log-likelihood of each b
-        if rule == "arviz0":
-            w = 1 / np.exp(profile[:, None, :] - profile[:, :, None]).sum(axis=-1)
-        else:
-            w = np.exp(profile - _logsumexp_rows(profile)[:, None])
+        # normalized profile likelihoods: arviz 0.x writes them 1 / sum_j exp(L_j - L_i)
+        # (m^2 exponentials), arviz_stats exp(L - logsumexp(L)); the same to rounding
+        w = np.exp(profile - np.max(profile, axis=-1, keepdims=True))
+        w = w / w.sum(axis=-1, keepdims=True)
         w = np.where(w >= 10 * _EPS, w, 0.0)  # negligible candidates dropped
         w = w / w.sum(axis=-1, keepdims=True)
         b_post = np.sum(np.where(w > 0, b * w, 0.0), axis=-1)
