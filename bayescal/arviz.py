@@ -463,7 +463,7 @@ def loo_pit(
     r"""Leave-one-out PIT values by Pareto-smoothed importance sampling (PSIS-LOO).
 
     The PIT value of each observation under the posterior predictive fitted *without*
-    it, from one fit on all the data: with ArviZ's PSIS weights :math:`w_{is}`
+    it, from one fit on all the data: with PSIS weights :math:`w_{is}`
     (normalized over the draws, from the log-likelihood of observation :math:`i` under
     each posterior draw :math:`s`),
 
@@ -522,8 +522,11 @@ def loo_pit(
     Without a key this equals ``az.loo_pit(idata, y=var_name)`` (arviz 0.x, which
     does the same with the same PSIS weights) for continuous data; for integer data
     ``az.loo_pit`` smooths the values instead, and :func:`arviz_stats.loo_pit` (arviz
-    1.x) randomizes ties with a fixed seed. PSIS is ArviZ's own: :func:`arviz.psislw`
-    on arviz 0.x, ``arviz_stats``' ``psislw`` on arviz 1.x. The weighted counts are
+    1.x) randomizes ties with a fixed seed. PSIS is bayescal's own NumPy implementation,
+    all observations at once, with the tail length and cutoff of the installed ArviZ:
+    tested equal, draw for draw, to :func:`arviz.psislw` on arviz 0.x and to
+    ``arviz_stats``' ``psislw`` on arviz 1.x (to 1e-12; tests/test_psis.py), and some
+    10x faster than their loop over the observations. The weighted counts are
     summed in the dtype JAX computes in (float32 unless x64 is enabled).
 
     References

@@ -368,7 +368,7 @@ def _all_finite(result: dict[str, Any], dtype: np.dtype) -> None:
 
 
 # -------------------------------------------------------------------------- LOO-PIT
-# LOO-PIT holds the draws and the log-likelihood in memory (float64, as ArviZ's PSIS
+# LOO-PIT holds the draws and the log-likelihood in memory (float64, as PSIS
 # needs them): above this estimate it is skipped with a note, not attempted.
 LOO_MAX_BYTES = 4 << 30
 
