@@ -212,7 +212,9 @@ def psislw(log_likelihood: Any, r_eff: float = 1.0, *, rule: str = "arviz0") -> 
             fit = ~(np.abs(tail_span[:, 1] - tail_span[:, 0]) < _TINY)  # flat: k = inf
         for length in np.unique(n[fit]):
             (idx,) = np.nonzero(fit & (n == length))
-            block = max(1, _FIT_BLOCK_ELEMENTS // ((30 + int(length**0.5)) * max(length, 40)))
+            block = max(
+                1, _FIT_BLOCK_ELEMENTS // ((30 + int(length**0.5)) * max(length, 40))
+            )
             for a in range(0, idx.size, block):
                 sel = idx[a : a + block]
                 if rule == "arviz0":
@@ -229,7 +231,9 @@ def psislw(log_likelihood: Any, r_eff: float = 1.0, *, rule: str = "arviz0") -> 
                 k[sel] = k_sel
                 ok = np.isfinite(k_sel)
                 if np.any(ok):
-                    smooth = _smoothed_tail(k_sel[ok], sigma[ok], cutoff[sel[ok]], length, rule)
+                    smooth = _smoothed_tail(
+                        k_sel[ok], sigma[ok], cutoff[sel[ok]], length, rule
+                    )
                     x[sel[ok][:, None], pos[ok]] = smooth
     if s:
         x -= _logsumexp_rows(x)[:, None]
