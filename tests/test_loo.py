@@ -147,7 +147,9 @@ def test_arviz_loo_pit_flat_log_likelihood_gives_raw_weights_and_infinite_k():
     plain = np.asarray(baz.pit(data, flat=True))
     np.testing.assert_allclose(np.asarray(out.pit)[[0, 2]], plain[[0, 2]], atol=ATOL)
     lw, k = azc.psislw(ll[0, :, 1:2].T)  # the varying row alone: ArviZ's own PSIS
-    assert np.isfinite(k[0]) and k[0] < 0.7 and out.pareto_k[1] == k[0]
+    # (bayescal's PSIS equals ArviZ's to rounding: tests/test_psis.py)
+    assert np.isfinite(k[0]) and k[0] < 0.7
+    assert out.pareto_k[1] == pytest.approx(k[0], rel=1e-12, abs=0)
     np.testing.assert_allclose(
         out.pit[1], (np.exp(lw[0]) * (pp[0, :, 1] <= 0.3)).sum(), atol=ATOL
     )
