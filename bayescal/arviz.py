@@ -290,8 +290,8 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     ``log_likelihood`` is ``[..., S]`` (draws last). bayescal's own vectorized PSIS
     (:func:`bayescal._src.psis.psislw`), with the tail rule of the installed ArviZ:
     equal to ``az.psislw(-log_likelihood, reff=r_eff)`` on arviz 0.x and to
-    ``arviz_stats``' ``psislw`` on arviz 1.x (tests/test_psis.py), ~100x faster than
-    their loop over the rows.
+    ``arviz_stats``' ``psislw`` on arviz 1.x (tests/test_psis.py); ~12x faster than
+    ArviZ's loop over the rows (1.8 -> 0.15 s on [10000, 100], arviz 0.23).
 
     A row whose right tail of ratios is flat (e.g. a log-likelihood constant over the
     draws) has no Pareto tail to fit: it keeps its raw weights and gets k = inf, as
