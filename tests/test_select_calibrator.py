@@ -324,7 +324,7 @@ def test_bad_values_get_the_other_functions_messages(kwargs, match):
         (
             [0, 1, 3, 2.5],
             np.full((4, 3), 1 / 3),
-            r"y_true must hold class labels 0 \.\. 2 .* got 2 other values \(2\.5, 3\.0\)",
+            r"y_true must hold class labels 0 \.\. 2 .* got 2 other values \(3\.0, 2\.5\)",
         ),
         (
             [0, 1, 2, 2],

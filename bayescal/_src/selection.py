@@ -180,14 +180,6 @@ def host_weights(weights: Any, n: int, dtype: Any) -> np.ndarray:
     return w
 
 
-def some_values(x: np.ndarray, bad: np.ndarray, show: int = 5) -> tuple[int, str]:
-    """The count of ``x[bad]`` and its ``show`` smallest distinct values as text
-    (``"2, 5.5, nan"``, ``", ..."`` after them when there are more), for a message."""
-    values = np.unique(x[bad])
-    more = ", ..." if values.size > show else ""
-    return int(np.sum(bad)), ", ".join(repr(v) for v in values[:show].tolist()) + more
-
-
 class Table(NamedTuple):
     mean: np.ndarray
     se: np.ndarray

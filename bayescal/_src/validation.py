@@ -869,6 +869,16 @@ def _range(x: jax.Array) -> str:
     return f"min {float(jnp.nanmin(finite))!r}, max {float(jnp.nanmax(finite))!r}"
 
 
+def listed_values(x: Any, bad: Any, show: int = 5) -> tuple[int, str]:
+    """The count of ``x``'s entries where ``bad`` holds and the first ``show`` of them,
+    in order, as text (``"2.0, 7.0, nan"``, ``", ..."`` after them when there are more),
+    for a message."""
+    x, bad = np.asarray(x).ravel(), np.asarray(bad).ravel()
+    count = int(bad.sum())
+    shown = ", ".join(repr(v) for v in x[bad][:show].tolist())
+    return count, shown + (", ..." if count > show else "")
+
+
 def _message(c: _Check) -> str:
     name, what = c.name, c.what
     x = c.arrays[0]
@@ -911,12 +921,7 @@ def _message(c: _Check) -> str:
             "score, a logit or a percentage."
         )
     if c.kind == "binary":
-        bad_mask = (x != 0) & (x != 1)
-        (idx,) = jnp.nonzero(bad_mask.ravel(), size=5, fill_value=-1)
-        vals = [x.ravel()[i].item() for i in np.asarray(idx) if i >= 0]
-        num_bad = _count(bad_mask)
-        more = ", ..." if num_bad > len(vals) else ""
-        shown = ", ".join(repr(v) for v in vals) + more
+        num_bad, shown = listed_values(x, (x != 0) & (x != 1))
         return (
             f"{name} must hold binary labels 0 and 1; got {num_bad} other "
             f"value{'s' if num_bad != 1 else ''} ({shown}). Encode "

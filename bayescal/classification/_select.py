@@ -183,6 +183,13 @@ def _host_rows(fit):
     return host
 
 
+def _log_odds(p, xp, dtype):
+    """``log(p / (1 - p))`` in ``dtype`` where ``0 < p < 1`` (0 elsewhere), and that mask."""
+    inside = (p > 0) & (p < 1)
+    safe = xp.where(inside, p, 0.5).astype(dtype)
+    return xp.log(safe) - xp.log1p(-safe), inside
+
+
 def _binary_temperature(y, p, w):
     """Temperature scaling of the probabilities' log-odds, as a calibrator taking the
     probabilities: :math:`q = \\sigma(\\mathrm{logit}(p) / T)`, by :func:`fit_temperature`
@@ -194,9 +201,7 @@ def _binary_temperature(y, p, w):
     (``fit_temperature``'s NumPy twin), traced ones in the kernel."""
     host = isinstance(p, np.ndarray)
     xp = np if host else jnp
-    inside = (p > 0) & (p < 1)
-    safe = xp.where(inside, p, 0.5).astype(np.float64 if host else p.dtype)
-    z = xp.log(safe) - xp.log1p(-safe)
+    z, inside = _log_odds(p, xp, np.float64 if host else p.dtype)
     w = xp.where(inside, w, 0)
     with warnings.catch_warnings():
         # log-odds that all lie in [0, 1] are no probabilities passed by mistake here
@@ -225,11 +230,9 @@ def _host_temperature(data, w_rows):
     no call of the calibrator's kernel (which exact 0 and 1 would take) compiles."""
     y, p = data
     cals = [_binary_temperature(y, p, w.astype(p.dtype)) for w in w_rows]
-    p64 = p.astype(np.float64)
-    inside = (p64 > 0) & (p64 < 1)
-    safe = np.where(inside, p64, 0.5)
+    z, inside = _log_odds(p, np, np.float64)
     slope = np.array([-float(cal.a) for cal in cals])[:, None]  # 1 / T, as refitted
-    q = np.where(inside, _sigmoid(slope * (np.log(safe) - np.log1p(-safe))), p64)
+    q = np.where(inside, _sigmoid(slope * z), p.astype(np.float64))
     return q, lambda r: cals[r]
 
 
@@ -752,7 +755,7 @@ def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray
     with np.errstate(invalid="ignore"):
         bad = ~((y == np.round(y)) & (y >= 0) & (y < c))
     if np.any(bad):
-        count, shown = _sel.some_values(y, bad)
+        count, shown = _v.listed_values(y, bad)
         raise ValueError(
             f"y_true must hold class labels 0 .. {c - 1} (one per column of y_prob); got "
             f"{count} other value{'s' if count != 1 else ''} ({shown}). Pass class "
@@ -764,7 +767,7 @@ def _multiclass_inputs(y_true: Any, y_prob: Any) -> tuple[np.ndarray, np.ndarray
     if not np.all(np.isfinite(p)):  # the counts of NaN and inf
         raise ValueError(_v.failure_message("finite", "y_prob", p, what="class probabilities"))
     if np.any((p <= 0) | (p > 1)):
-        count, shown = _sel.some_values(p, (p <= 0) | (p > 1))
+        count, shown = _v.listed_values(p, (p <= 0) | (p > 1))
         raise ValueError(
             "y_prob must hold class probabilities in (0, 1]: the candidates fit log(p), "
             f"infinite at 0; got {count} value{'s' if count != 1 else ''} outside it "
