@@ -32,7 +32,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -67,14 +67,18 @@ def active() -> bool:
     )
 
 
-def first(twin: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def first(twin: Callable[..., Any]) -> Callable[[_F], _F]:
     """Decorator of a public function: try its NumPy ``twin`` first.
 
     ``twin`` takes the same arguments and returns the result, or None to leave the
-    call to the decorated function (so does any exception it raises).
+    call to the decorated function (so does any exception it raises). The decorated
+    function keeps its signature, for type checkers too.
     """
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(fn: _F) -> _F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if active():
@@ -83,7 +87,7 @@ def first(twin: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[.
                     return out
             return fn(*args, **kwargs)
 
-        return wrapper
+        return wrapper  # type: ignore[return-value]
 
     return wrap
 

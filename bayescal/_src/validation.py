@@ -20,7 +20,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -745,6 +745,22 @@ def _settled(out: Any) -> Any:
     return out
 
 
+@overload
+def validated(fn: _F) -> _F: ...
+
+
+@overload
+def validated(
+    fn: None = None,
+    *,
+    fuse: bool = False,
+    bucket: dict[str, int] | None = None,
+    per_observation: Any = None,
+    nested_bucket: bool = True,
+    compiler_options: Callable[[int], dict[str, Any]] | None = None,
+) -> Callable[[_F], _F]: ...
+
+
 def validated(
     fn: _F | None = None,
     *,
@@ -753,7 +769,7 @@ def validated(
     per_observation: Any = None,
     nested_bucket: bool = True,
     compiler_options: Callable[[int], dict[str, Any]] | None = None,
-) -> Any:
+) -> _F | Callable[[_F], _F]:
     """Decorator of public functions: fused value checks, NaN results under tracing.
 
     Value checks recorded while ``fn`` runs (by the ``check_*`` helpers below) are
@@ -761,7 +777,8 @@ def validated(
     few flags (raising a ``ValueError`` that names the argument), or, when an input is
     traced, folded into the result (floating leaves become NaN when a check fails).
     A nested validated call on concrete arrays adds its checks to the enclosing call's
-    pass; on traced arrays it folds them into its own result.
+    pass; on traced arrays it folds them into its own result. The decorated function
+    keeps its signature, for type checkers too (tests/test_typing.py).
 
     ``fuse=True`` (for functions whose work is one kernel on array arguments): an eager
     call with array arguments runs the whole function, checks included, as ONE

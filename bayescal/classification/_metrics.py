@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal, NamedTuple, overload
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 import jax
 import jax.numpy as jnp
@@ -458,7 +459,10 @@ def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: s
     return reduce_scores(loss, w, reduction)
 
 
-def _warns_on_probabilities_as_logits(fn: Any) -> Any:
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _warns_on_probabilities_as_logits(fn: _F) -> _F:
     """Warn when ``logits=`` holds values that all lie in [0, 1] (as ``fit_temperature``
     does): probabilities passed as logits give a plausible, wrong score (log-loss 0.437
     where it is 0.112). Checked on inputs in host memory (NumPy, lists, CPU arrays)."""
@@ -488,7 +492,7 @@ def _warns_on_probabilities_as_logits(fn: Any) -> Any:
                 )
         return fn(*args, **kwargs)
 
-    return wrapper
+    return wrapper  # type: ignore[return-value]
 
 
 @_warns_on_probabilities_as_logits
