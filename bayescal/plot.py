@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 if TYPE_CHECKING:
-    pass
+    from bayescal.core import BinStrategy, CurveKind
 
 __all__ = [
     "calibration_curve",
@@ -250,7 +250,7 @@ def calibration_curve(
     labels: Sequence[str] | None = None,
     band: bool = True,
     shade_area: bool = True,
-    kind: str | None = None,
+    kind: CurveKind | None = None,
     band_label: str | None = None,
     colors: Sequence[Any] | None = None,
     key: Any = None,
@@ -365,7 +365,7 @@ def calibration_curve(
         )
     else:  # one 1-D array of PIT values
         items, names = [curve_or_curves], None
-    curve_kind = kind or "quantile"
+    curve_kind: CurveKind = kind or "quantile"
     curves, areas, from_pit = [], [], []
     for i, c in enumerate(items):
         if isinstance(c, cls):
@@ -503,7 +503,7 @@ def reliability_diagram(
     y_prob: Any = None,
     *args: Any,
     bins: Any = None,
-    strategy: str = "uniform",
+    strategy: BinStrategy = "uniform",
     level: float = 0.95,
     min_count: int = 10,
     ax: Any = None,

@@ -21,7 +21,7 @@ import json
 import math
 import pathlib
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from bayescal._cli.output import check_target, staged_output
 from bayescal._cli.paths import read_stream, stat_input
 from bayescal._cli.report import Section, Table, format_sections, render_html
 from bayescal._cli.sniff import NETCDF_MAGIC
+
+if TYPE_CHECKING:
+    from bayescal.core import CurveKind
 
 __all__ = ["InputError", "load_task", "run_evaluate", "draw_statistics"]
 
@@ -548,14 +551,15 @@ def _regression_pvalues(pit, key, num_levels: int) -> tuple[dict, list[str]]:
              "grid area's"]
     levels = np.linspace(0.0, 1.0, num_levels)
     observed = {}
-    for kind in ("quantile", "interval"):
+    kinds: tuple[CurveKind, ...] = ("quantile", "interval")
+    for kind in kinds:
         curve = reg.calibration_curve(u, num_levels=num_levels, kind=kind)
         obs = np.asarray(curve.observed, np.float64)
         observed[kind] = dict(zip(_REG_METRICS, curve_statistics(levels, obs[None]),
                                   strict=True))
     seed = np.asarray(jax.random.key_data(key)).astype(np.uint64).tolist()
     null = _grid_null(int(u.size), num_levels, NUM_TEST_SAMPLES, seed)
-    for kind in ("quantile", "interval"):
+    for kind in kinds:
         for name, t in zip(_REG_METRICS, null, strict=True):
             t_obs = float(observed[kind][name][0])
             # ties count as exceedances (the statistics are discrete; float32 curves)

@@ -419,10 +419,12 @@ def _kct(y_true, y_prob, key, counts=None, *, estimator, bandwidth, num_samples,
 #: The error's and the test's programs that sum O(N^2) pairs (other XLA options than
 #: the linear-time ones': :func:`_pair_sums`).
 _kce_pairs = _v.validated(
-    _kce.__wrapped__, fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
+    _kce.__wrapped__,  # type: ignore[attr-defined]
+    fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
 )
 _kct_pairs = _v.validated(
-    _kct.__wrapped__, fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
+    _kct.__wrapped__,  # type: ignore[attr-defined]
+    fuse=True, bucket=_BUCKET, compiler_options=_pair_sum_options
 )
 
 

@@ -201,7 +201,7 @@ def reliability_curve(
     y_prob: ArrayLike,
     *,
     bins: Any = ...,
-    strategy: str = ...,
+    strategy: BinStrategy = ...,
     weights: Any = ...,
     return_edges: Literal[False] = ...,
 ) -> CalibrationCurve: ...
@@ -213,7 +213,7 @@ def reliability_curve(
     y_prob: ArrayLike,
     *,
     bins: Any = ...,
-    strategy: str = ...,
+    strategy: BinStrategy = ...,
     weights: Any = ...,
     return_edges: Literal[True],
 ) -> tuple[CalibrationCurve, jax.Array]: ...
