@@ -288,7 +288,7 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     """PSIS: normalized log weights ``[..., S]`` and Pareto k ``[...]``.
 
     ``log_likelihood`` is ``[..., S]`` (draws last). bayescal's own vectorized PSIS
-    (:func:`bayescal._src.psis.psislw`), with the tail rule of the installed ArviZ:
+    (:func:`bayescal._psis.psislw`), with the tail rule of the installed ArviZ:
     equal to ``az.psislw(-log_likelihood, reff=r_eff)`` on arviz 0.x and to
     ``arviz_stats``' ``psislw`` on arviz 1.x (tests/test_psis.py); ~12x faster than
     ArviZ's loop over the rows (1.8 -> 0.15 s on [10000, 100], arviz 0.23).
@@ -298,7 +298,7 @@ def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
     arviz 0.x gives it (``arviz_stats`` raises ``ValueError("All tail values are the
     same")`` for the whole array).
     """
-    from bayescal._src.psis import psislw
+    from bayescal._psis import psislw
 
     return psislw(log_likelihood, r_eff, rule=_psis_rule())
 

@@ -299,7 +299,7 @@ def test_loo_pit_shows_no_arviz_refactor_notice(tmp_path):
 def test_psis_in_row_blocks_equals_one_call(monkeypatch):
     # The Pareto fits run on blocks of rows (bounded [rows, m, M] temporaries); blocks
     # that do not divide the rows give exactly the weights and k of one block
-    from bayescal._src import psis
+    from bayescal import _psis as psis
 
     rng = np.random.default_rng(5)
     ll = rng.normal(size=(2, 5, 300)).astype(np.float32)  # [..., S]

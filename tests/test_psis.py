@@ -1,4 +1,4 @@
-"""bayescal's vectorized PSIS (``bayescal/_src/psis.py``) against ArviZ's.
+"""bayescal's vectorized PSIS (``bayescal/_psis.py``) against ArviZ's.
 
 References: ``arviz.psislw`` (arviz 0.23, ``arviz/stats/stats.py``, on the log ratios
 ``-log_likelihood``) under ``make test``; ``arviz_stats.base.array_stats.psislw``
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from bayescal._src.psis import psislw, tail_length
+from bayescal._psis import psislw, tail_length
 from bayescal.arviz import _psis_rule, _psislw
 from tests import _arviz_compat as azc
 
