@@ -16,21 +16,10 @@ import sys
 
 import pytest
 
+from tests._public import PUBLIC_MODULES
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HTML = pathlib.Path(os.environ.get("BAYESCAL_DOCS_HTML", ROOT / "docs" / "_build" / "html"))
-
-# The public modules whose every ``__all__`` name must have a page (the list,
-# plus the bundled datasets).
-PUBLIC_MODULES = (
-    "bayescal.core",
-    "bayescal.regression",
-    "bayescal.classification",
-    "bayescal.numpyro",
-    "bayescal.arviz",
-    "bayescal.plot",
-    "bayescal.datasets",
-    "bayescal",  # enable_compilation_cache
-)
 
 pytestmark = pytest.mark.docs
 
