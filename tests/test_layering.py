@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -104,3 +105,58 @@ def test_the_adapters_import_no_other_src_module(name):
         if m.startswith("bayescal._src") and m.count(".") == 2
     }
     assert found <= ADAPTERS_SRC_LEFT, f"{name} imports {sorted(found - ADAPTERS_SRC_LEFT)}"
+
+
+def _cycles(folder: pathlib.Path) -> list[list[str]]:
+    """The import circles among the modules under ``folder`` (strongly connected
+    components of more than one module; lazy imports count)."""
+    paths = {
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts): p
+        for p in folder.rglob("*.py")
+    }
+    graph = {}
+    for name, path in paths.items():
+        deps = set()
+        for module in _imports(path, root=PACKAGE.parent):
+            while module and module not in paths:  # a name imported from a module
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                deps.add(module)
+        graph[name] = deps
+    index, low, stack, found = {}, {}, [], []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_src_has_no_import_circle():
+    # bucketing <-> validation was one (issue "One library"): paddable and
+    # BUCKET_MAX now live in bucketing, which imports nothing of validation
+    assert _cycles(PACKAGE / "_src") == []
+
+
+def test_the_circle_finder_finds_a_lazy_circle(tmp_path, monkeypatch):
+    folder = tmp_path / "bayescal" / "_src"
+    folder.mkdir(parents=True)
+    (folder / "a.py").write_text("from bayescal._src.b import f\n")
+    (folder / "b.py").write_text("def f():\n    from bayescal._src import a\n")
+    (folder / "c.py").write_text("from bayescal._src.a import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "bayescal")
+    assert _cycles(folder) == [["bayescal._src.a", "bayescal._src.b"]]

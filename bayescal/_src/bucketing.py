@@ -17,20 +17,50 @@ padded on the device (one small program per length).
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .validation import paddable
-
 __all__ = [
+    "BUCKET_MAX",
     "MIN_BUCKET",
     "bucket_floor",
     "bucket_size",
+    "on_one_device",
     "pad_axis",
     "pad_to_bucket",
+    "paddable",
     "random_prefix_stable",
 ]
+
+#: Observation axes longer than this are not padded (a copy of the data costs more
+#: than the compilation it saves).
+BUCKET_MAX = 1 << 24
+
+
+def on_one_device(x: Any) -> bool:
+    """Whether ``x`` is a concrete JAX array on one device (any platform)."""
+    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
+        return False
+    try:
+        return len(x.devices()) == 1 and x.is_fully_addressable
+    except Exception:  # a deleted or otherwise unusable buffer
+        return False
+
+
+def paddable(x: Any) -> bool:
+    """Whether ``x`` can be padded to its bucket (or sliced back) on the host without a
+    program per length: a numpy array, or a concrete JAX array on one device of at
+    most :data:`BUCKET_MAX` values (on a CPU a view; on an accelerator one transfer
+    each way, ~1 ms per 10 MB, where a compilation per length costs ~0.1 s). The
+    same rule on every backend, so the rehearsal and accelerators pad what a CPU
+    pads."""
+    if isinstance(x, np.ndarray):
+        return True
+    return on_one_device(x) and x.size <= BUCKET_MAX
+
 
 #: Smallest bucket: tiny inputs share one compilation.
 MIN_BUCKET = 256
@@ -89,7 +119,7 @@ def pad_axis(x, size: int, *, axis: int = -1, fill=None):
     ``fill=None`` repeats the last entry along the axis ("edge" padding): the padded
     array passes every value check the original passes (finite, ranges, labels,
     positivity, order along other axes), so checks need no mask. Otherwise the
-    padding holds ``fill``. :func:`~bayescal._src.validation.paddable` arrays (numpy,
+    padding holds ``fill``. :func:`paddable` arrays (numpy,
     or on one device) are padded in NumPy (no compilation) and returned as NumPy
     arrays; sharded ones are padded on their devices.
     """

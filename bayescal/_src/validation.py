@@ -28,6 +28,14 @@ import numpy as np
 
 from . import xla_options
 from .backend import rehearsal
+from .bucketing import (
+    BUCKET_MAX,
+    bucket_size,
+    on_one_device,
+    pad_axis,
+    paddable,
+    random_prefix_stable,
+)
 
 __all__ = [
     "validated",
@@ -213,28 +221,6 @@ def host_resident(x: Any) -> bool:
         return False
     # In the accelerator rehearsal a JAX array is on the device, as it would be there.
     return len(devices) == 1 and next(iter(devices)).platform == "cpu" and not rehearsal()
-
-
-def on_one_device(x: Any) -> bool:
-    """Whether ``x`` is a concrete JAX array on one device (any platform)."""
-    if not isinstance(x, jax.Array) or isinstance(x, jax.core.Tracer):
-        return False
-    try:
-        return len(x.devices()) == 1 and x.is_fully_addressable
-    except Exception:  # a deleted or otherwise unusable buffer
-        return False
-
-
-def paddable(x: Any) -> bool:
-    """Whether ``x`` can be padded to its bucket (or sliced back) on the host without a
-    program per length: a numpy array, or a concrete JAX array on one device of at
-    most :data:`BUCKET_MAX` values (on a CPU a view; on an accelerator one transfer
-    each way, ~1 ms per 10 MB, where a compilation per length costs ~0.1 s). The
-    same rule on every backend, so the rehearsal and accelerators pad what a CPU
-    pads."""
-    if isinstance(x, np.ndarray):
-        return True
-    return on_one_device(x) and x.size <= BUCKET_MAX
 
 
 def slice_without_program(x: Any, index: Any) -> Any:
@@ -429,9 +415,6 @@ def masked_nan(x: jax.Array, axis: int = -1) -> jax.Array:
     return jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype))
 
 
-#: Observation axes longer than this are not padded (a copy of the data costs more
-#: than the compilation it saves).
-BUCKET_MAX = 1 << 24
 
 
 def _bucketed(
@@ -444,7 +427,6 @@ def _bucketed(
     very large device arrays, lengths that disagree, which the ordinary path
     reports): None.
     """
-    from .bucketing import bucket_size, pad_axis  # bucketing imports this module
 
     found = []
     for name, axis in names.items():
@@ -534,7 +516,6 @@ def _keys_prefix_stable(args: tuple, kwargs: dict, positions: dict[str, int]) ->
     those of a shorter one (:func:`bucketing.random_prefix_stable`); otherwise the
     call is not padded, so that a key gives the same result whatever the bucket.
     """
-    from .bucketing import random_prefix_stable  # bucketing imports this module
 
     for name in _KEY_NAMES:
         pos = positions.get(name)
