@@ -415,8 +415,6 @@ def masked_nan(x: jax.Array, axis: int = -1) -> jax.Array:
     return jnp.where(mask, x, jnp.asarray(jnp.nan, x.dtype))
 
 
-
-
 def _bucketed(
     args: tuple, kwargs: dict, names: dict[str, int], positions: dict[str, int]
 ) -> tuple[tuple, dict, int, int] | None:
@@ -427,7 +425,6 @@ def _bucketed(
     very large device arrays, lengths that disagree, which the ordinary path
     reports): None.
     """
-
     found = []
     for name, axis in names.items():
         pos = positions.get(name)
@@ -516,7 +513,6 @@ def _keys_prefix_stable(args: tuple, kwargs: dict, positions: dict[str, int]) ->
     those of a shorter one (:func:`bucketing.random_prefix_stable`); otherwise the
     call is not padded, so that a key gives the same result whatever the bucket.
     """
-
     for name in _KEY_NAMES:
         pos = positions.get(name)
         if name in kwargs:
