@@ -41,7 +41,7 @@ import numpy as np
 from bayescal._src import backend as _backend
 from bayescal._src.validation import host_resident, seed_words
 
-__all__ = ["HOST_MAX", "active", "disabled", "first"]
+__all__ = ["HOST_MAX", "TWINS", "active", "disabled", "first"]
 
 #: Inputs of at most this many values go the host path. Measured on the 2-core CPU
 #: machines (benchmarks/bench_small.py and the n = 2^12 ... 2^17 sweep of its
@@ -69,6 +69,11 @@ def active() -> bool:
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
+#: Every twin, by the qualified name of the function or method it answers for
+#: (``"bayescal.classification._calibrators.fit_platt"``): tests/test_twins.py checks
+#: each against its kernel, and a twin without a case there fails it.
+TWINS: dict[str, Callable[..., Any]] = {}
+
 
 def first(twin: Callable[..., Any]) -> Callable[[_F], _F]:
     """Decorator of a public function: try its NumPy ``twin`` first.
@@ -79,6 +84,8 @@ def first(twin: Callable[..., Any]) -> Callable[[_F], _F]:
     """
 
     def wrap(fn: _F) -> _F:
+        TWINS[f"{fn.__module__}.{fn.__qualname__}"] = twin
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if active():
