@@ -2,7 +2,7 @@
 
 Every twin must give what the kernel path gives (``host.disabled()``): the same type,
 dtype, shape and device; bins, counts and order statistics exactly, sums to float
-tolerance; and for bad input the same error. Traced inputs and inputs above
+tolerance; and bad input left to the kernel path, whose error the user then gets. Traced inputs and inputs above
 ``HOST_MAX`` take the kernel path.
 """
 
@@ -52,15 +52,22 @@ ATOL = 1e-12 if X64 else 1e-6
 NORMS = ("l1", "l2", "max")
 
 
+class Declined(Exception):
+    """A twin left the call to the kernel path (raised by ``spy(stop=True)``)."""
+
+
 @contextlib.contextmanager
-def spy():
-    """The twins tried within: a list of ``(name, answered)``."""
+def spy(*, stop=False):
+    """The twins tried within: a list of ``(name, answered)``; with ``stop``, the
+    call ends with :class:`Declined` where a twin leaves it to the kernel path."""
     log = []
     attempt = host._attempt
 
     def recorded(twin, args, kwargs):
         out = attempt(twin, args, kwargs)
         log.append((twin.__name__, out is not None))
+        if stop and out is None:
+            raise Declined(twin.__name__)
         return out
 
     host._attempt = recorded
@@ -1056,11 +1063,22 @@ BAD = (
 
 
 @pytest.mark.parametrize("fn, args, kwargs", BAD)
-def test_bad_input_raises_the_same_error(fn, args, kwargs):
-    got, want, answered = both(lambda: fn(*args, **kwargs))
-    assert want[1] is not None, "not a bad input"
-    assert got[1] == want[1]
-    assert not any(answered)
+def test_bad_input_is_left_to_the_kernel(fn, args, kwargs):
+    """No twin answers a bad input: it leaves the call to the kernel path, whose error
+    the user gets (a twin cannot raise one of its own: ``host._attempt`` takes any
+    exception for "leave it"). The kernel's errors for these inputs are the subject of
+    the bad-input tests, which the accelerator rehearsal runs without twins; running
+    the kernel here too compiled a program per row (163 of this file's 510 s)."""
+    with spy(stop=True) as log:
+        try:
+            fn(*args, **kwargs)
+        except Declined:
+            pass
+        except Exception:  # refused before any twin was tried
+            assert not log
+        else:
+            pytest.fail(f"a bad input was answered: {log}")
+    assert not any(answered for _, answered in log)
 
 
 def test_subnormal_values_give_what_the_kernel_gives():
