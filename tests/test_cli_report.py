@@ -11,6 +11,8 @@ import json
 import math
 import pathlib
 import re
+import subprocess
+import sys
 
 import jax
 import matplotlib
@@ -718,18 +720,32 @@ def test_docs_synopsis_equals_help(monkeypatch):
     assert usage in (docs / "api" / "index.md").read_text()
 
 
-def test_paired_interval_is_scipys_one_sample_t_interval():
+@pytest.mark.parametrize("size", [2, 3, 5, 37, 5000])
+def test_paired_interval_is_scipys_one_sample_t_interval(size):
     # reference: scipy.stats.ttest_1samp(...).confidence_interval() (95%)
     from scipy import stats
 
     from bayescal.core import paired_interval
 
-    d = np.random.default_rng(3).normal(0.2, 1.0, size=37)
+    d = np.random.default_rng(3).normal(0.2, 1.0, size=size)
     mean, half = paired_interval(d)
     ci = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
     assert mean == pytest.approx(np.mean(d), rel=1e-12)
     assert (mean - half, mean + half) == pytest.approx((ci.low, ci.high), rel=1e-10)
     assert np.isnan(paired_interval([1.0])[1])  # one difference: no interval
+
+
+def test_paired_interval_does_not_import_scipy_stats():
+    # scipy.stats took 1.5 s to import (11 s at load 4) in select_calibrator's first call
+    code = (
+        "import sys\n"
+        "from bayescal.core import paired_interval\n"
+        "paired_interval([0.1, -0.3, 0.2, 0.05])\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False"]
 
 
 def test_sharpness_is_the_functions_mean_variance_in_text_and_json(tmp_path, capsys):

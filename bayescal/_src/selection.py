@@ -25,6 +25,7 @@ import numpy as np
 
 from bayescal._src import newton, xla_options
 from bayescal._src import validation as _v
+from bayescal._src.families import _host_t_quantile
 
 __all__ = [
     "Candidate",
@@ -232,10 +233,9 @@ def summarise(fold_scores: np.ndarray, names: tuple[str, ...], rule: str) -> Tab
 
 
 def _t_quantile(dof: int) -> float:
-    """Student's t 0.975 quantile (two-sided 95%)."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.975, dof))
+    """Student's t 0.975 quantile (two-sided 95%): SciPy's ``stdtrit``, the t quantile
+    of the distributional families, not ``scipy.stats`` (~1.5 s to import, 0.3 s)."""
+    return float(_host_t_quantile(np.float64(0.975), np.float64(dof)))
 
 
 def paired_interval(differences: Any) -> tuple[float, float]:
