@@ -267,21 +267,21 @@ def _import_arviz() -> Any:
 
 
 def _arviz_major() -> int:
-    return int(str(_import_arviz().__version__).split(".")[0])
+    """The installed ArviZ's major version (0 without ArviZ), read from the package
+    metadata, without importing ArviZ."""
+    from importlib import metadata
+
+    try:
+        major = metadata.version("arviz").split(".")[0]
+    except metadata.PackageNotFoundError:
+        return 0
+    return int(major) if major.isdigit() else 0
 
 
 def _psis_rule() -> str:
     """The PSIS tail rule of the installed ArviZ: ``"arviz1"`` on arviz 1.x, else
-    ``"arviz0"`` (also without ArviZ: the tail length of Vehtari et al. 2024).
-    Read from the package metadata, without importing ArviZ."""
-    from importlib import metadata
-
-    try:
-        version = metadata.version("arviz")
-    except metadata.PackageNotFoundError:
-        return "arviz0"
-    major = version.split(".")[0]
-    return "arviz1" if major.isdigit() and int(major) >= 1 else "arviz0"
+    ``"arviz0"`` (also without ArviZ: the tail length of Vehtari et al. 2024)."""
+    return "arviz1" if _arviz_major() >= 1 else "arviz0"
 
 
 def _psislw(log_likelihood: Any, r_eff: float) -> tuple[np.ndarray, np.ndarray]:
