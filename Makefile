@@ -124,7 +124,22 @@ test: $(VENV)/.docs-installed
 
 # --dist loadfile: a module's tests run in one worker, so its fixtures (an MCMC fit, a
 # fitted recalibrator) and its compiled kernels are made once, not once per worker.
-PYTEST_FAST = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
+PYTEST_N = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
+
+# The fast suite and the rehearsal compile thousands of XLA programs, and compiling is
+# most of their time. They run with the options bayescal gives its own small programs
+# on CPU (bayescal/_src/xla_options.py) set for every program, the tests' own jit and
+# vmap included: LLVM's optimisations off and XLA's older loop emitters. That halved
+# their time (tests/test_fits_jax.py + tests/test_contract.py: 191 -> 92 s on the two
+# cores). The machine code differs, the arithmetic does not (no fast-math either way);
+# the x64 numerics of make test, test-slow and the version tiers compile with XLA's
+# defaults. Each option is probed first: an XLA that does not know one (jax 0.12
+# dropped the emitter switch) aborts at start-up on it, so it is left out there.
+QUICK_XLA := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
+TEST_XLA_FLAGS = $(strip $(XLA_FLAGS) $(shell for f in $(QUICK_XLA); do \
+	XLA_FLAGS=$$f $(PY) -c 'import jax.numpy as n; n.zeros(1).block_until_ready()' \
+	>/dev/null 2>&1 && echo $$f; done))
+PYTEST_FAST = XLA_FLAGS="$(TEST_XLA_FLAGS)" $(PYTEST_N)
 
 # The accelerator rehearsal (BAYESCAL_REHEARSAL=1; bayescal/_src/backend.py): the NumPy
 # host path off, and every Python-level choice that depends on the backend (compiler
@@ -148,7 +163,7 @@ test-rehearsal-more: $(VENV)/.test-installed
 
 test-fast-then-rehearsal: test-fast
 	$(MAKE) --no-print-directory test-rehearsal
-PYTEST_X64_CORE = JAX_ENABLE_X64=1 $(PYTEST_FAST) $(X64_CORE)
+PYTEST_X64_CORE = JAX_ENABLE_X64=1 $(PYTEST_N) $(X64_CORE)
 
 # make test's tests without the docs, one run after the other.
 test-pytest: $(VENV)/.test-installed

@@ -118,8 +118,13 @@ def test_pit_cdf_runs_a_traceable_callable_as_one_reused_program(rng):
         rtol=RTOL,
         atol=1e-7 if not X64 else 0,
     )
-    # the same as the callable called on its own, eagerly
-    np.testing.assert_array_equal(again[0], _normal_cdf_over(loc2, scale2)(jnp.asarray(y)))
+    # the same as the callable called on its own, eagerly, to an ulp: one fused program
+    # and a chain of single operations may round differently (XLA's CPU code generation,
+    # e.g. with its optimisations off, 8 of the 777 values)
+    eps = np.finfo(again[0].dtype).eps
+    np.testing.assert_allclose(
+        again[0], _normal_cdf_over(loc2, scale2)(jnp.asarray(y)), rtol=2 * eps, atol=0
+    )
 
 
 def test_pit_cdf_callables_that_do_not_trace_are_called_as_they_are(rng):
