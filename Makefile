@@ -133,7 +133,8 @@ PYTEST_N = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
 # their time (tests/test_fits_jax.py + tests/test_contract.py: 191 -> 92 s on the two
 # cores). The machine code differs, the arithmetic does not (no fast-math either way);
 # the x64 numerics of make test, test-slow and the version tiers compile with XLA's
-# defaults. Each option is probed first: an XLA that does not know one (jax 0.12
+# defaults; a test's own run-time-heavy program asks for LLVM's optimisations
+# (tests/conftest.py: optimized). Each option is probed first: an XLA that does not know one (jax 0.12
 # dropped the emitter switch) aborts at start-up on it, so it is left out there.
 QUICK_XLA := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
 TEST_XLA_FLAGS = $(strip $(XLA_FLAGS) $(shell for f in $(QUICK_XLA); do \

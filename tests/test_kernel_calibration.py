@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from bayescal import classification as clf
 from bayescal.classification import _kernel as _kk
+from tests.conftest import optimized
 
 X64 = bool(jax.config.jax_enable_x64)
 TOL = 1e-9 if X64 else 2e-5
@@ -420,10 +421,10 @@ def _unbiased_p(y, p, k):
 
 def _rates(y, p, estimator, seed=0):
     if estimator == "linear":
-        pv = jax.vmap(_linear_p)(y, p)
+        pv = optimized(jax.vmap(_linear_p))(y, p)
     else:
         keys = jax.random.split(jax.random.key(seed), y.shape[0])
-        pv = jax.vmap(_unbiased_p)(y, p, keys)
+        pv = optimized(jax.vmap(_unbiased_p))(y, p, keys)
     pv = np.asarray(pv)
     assert np.isfinite(pv).all()
     return float(np.mean(pv < 0.05))
