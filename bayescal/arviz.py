@@ -13,6 +13,7 @@ The module imports xarray when it is imported; ``import bayescal`` alone does no
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -266,9 +267,10 @@ def _import_arviz() -> Any:
     return arviz
 
 
+@functools.cache
 def _arviz_major() -> int:
     """The installed ArviZ's major version (0 without ArviZ), read from the package
-    metadata, without importing ArviZ."""
+    metadata (~1 ms, once), without importing ArviZ."""
     from importlib import metadata
 
     try:

@@ -2,8 +2,8 @@
 
 Every twin must give what the kernel path gives (``host.disabled()``): the same type,
 dtype, shape and device; bins, counts and order statistics exactly, sums to float
-tolerance; and bad input left to the kernel path, whose error the user then gets. Traced inputs and inputs above
-``HOST_MAX`` take the kernel path.
+tolerance; and bad input left to the kernel path, whose error the user then gets.
+Traced inputs and inputs above ``HOST_MAX`` take the kernel path.
 """
 
 import contextlib
