@@ -64,6 +64,7 @@ def main(quick: bool = False) -> list[dict]:
                     t_jit,
                     "the same call under jax.jit",
                     note=f"eager/jit {t_eager / t_jit:.2f}x (goal <= {goal}x)",
+                    goal=1 / goal,
                 )
             )
             print(

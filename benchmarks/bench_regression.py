@@ -122,6 +122,7 @@ def _np_exact_area(u: np.ndarray, kind: str) -> float:
 def _calibration_rows(quick: bool) -> list[dict]:
     n = 100_000 if quick else 1_000_000
     repeat = 5 if quick else 7
+    goal = None if quick else 10.0  # issue "One library", item 4 (N = 1e6)
     rng = np.random.default_rng(0)
     # Miscalibrated on purpose (overconfident and biased) so that the errors are
     # sizeable (~0.05) and the agreement check below is meaningful.
@@ -164,6 +165,7 @@ def _calibration_rows(quick: bool) -> list[dict]:
                 UT,
                 "pit_normal + 2 x calibration_error + miscalibration_area(100) on "
                 "float32 JAX arrays, validation included; toolbox: 3 calls, float64",
+                goal=goal,
             )
         )
         rows.append(
@@ -173,6 +175,7 @@ def _calibration_rows(quick: bool) -> list[dict]:
                 t_ut,
                 UT,
                 "one jax.jit function of (y, loc, scale) -> the 3 numbers",
+                goal=goal,
             )
         )
 
@@ -319,6 +322,7 @@ def _pit_rows(quick: bool) -> list[dict]:
             peer_name,
             "numpy draws as given: counted in place in cache-sized blocks on the CPU "
             "backend (no copy), block-wise device transfers on accelerators",
+            goal=None if quick else 0.67,  # issue "One library", item 4
         ),
         row(
             f"pit_draws {shape} randomized, eager",
@@ -391,9 +395,24 @@ def _isotonic_rows(quick: bool) -> list[dict]:
     t_sw, t_su, t_w, t_w_jit = t["scipy w"], t["scipy"], t["w"], t["w jit"]
     t_w_np, t_u, t_u_jit = t["w np"], t["u"], t["u jit"]
     peer_w, peer_u = "scipy isotonic_regression w (f64)", "scipy isotonic_regression (f64)"
+    goal = None if quick else 1 / 1.5  # at most 1.5x scipy's time (issue "One library")
     return [
-        row(f"PAV weighted n={_sci(n)}, eager f32 JAX", t_w, t_sw, peer_w, "public eager"),
-        row(f"PAV weighted n={_sci(n)}, under jax.jit", t_w_jit, t_sw, peer_w, "jit"),
+        row(
+            f"PAV weighted n={_sci(n)}, eager f32 JAX",
+            t_w,
+            t_sw,
+            peer_w,
+            "public eager",
+            goal=goal,
+        ),
+        row(
+            f"PAV weighted n={_sci(n)}, under jax.jit",
+            t_w_jit,
+            t_sw,
+            peer_w,
+            "jit",
+            goal=goal,
+        ),
         row(
             f"PAV weighted n={_sci(n)}, f64 numpy in",
             t_w_np,
@@ -402,9 +421,21 @@ def _isotonic_rows(quick: bool) -> list[dict]:
             f"x64={x64}: cast to float32 (one-time warning)",
         ),
         row(
-            f"PAV unweighted n={_sci(n)}, eager f32 JAX", t_u, t_su, peer_u, "public eager"
+            f"PAV unweighted n={_sci(n)}, eager f32 JAX",
+            t_u,
+            t_su,
+            peer_u,
+            "public eager",
+            goal=goal,
         ),
-        row(f"PAV unweighted n={_sci(n)}, under jax.jit", t_u_jit, t_su, peer_u, "jit"),
+        row(
+            f"PAV unweighted n={_sci(n)}, under jax.jit",
+            t_u_jit,
+            t_su,
+            peer_u,
+            "jit",
+            goal=goal,
+        ),
     ]
 
 
