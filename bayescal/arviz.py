@@ -22,12 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
-from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
-from bayescal._src.validation import paddable as _paddable
-from bayescal._src.warn import warn
-from bayescal.core import KeyLike
+from bayescal.core import BUCKET_MAX as _BUCKET_MAX
+from bayescal.core import KeyLike, bucket_size, pad_axis, random_prefix_stable, warn
 from bayescal.core import as_key as check_key
+from bayescal.core import paddable as _paddable
 from bayescal.regression import pit_draws
 
 try:

@@ -16,7 +16,13 @@ Every public module builds on these names and nothing else of the internals:
   variable ``BAYESCAL_HOST_PATH=0`` does the same for a whole process);
 * shared algorithms: :func:`isotonic_regression` (weighted PAV), :func:`curve_error`,
   :func:`curve_area`, and the resampling engine :func:`bootstrap` /
-  :func:`null_pvalue`.
+  :func:`null_pvalue`;
+* building blocks for adapters and your own jitted code (bayescal's NumPyro and ArviZ
+  adapters use these and nothing private): shape buckets (:func:`bucket_size`,
+  :func:`pad_axis`, :func:`paddable`, :data:`BUCKET_MAX`,
+  :func:`random_prefix_stable`: a new N in a used bucket compiles nothing) and the
+  input conventions of every public function (:func:`reject_masked`,
+  :func:`narrows`, :func:`warn`).
 
 The kernels (binning, sorting, tie pooling, bands) stay private in ``bayescal._src``.
 """
@@ -32,6 +38,13 @@ from jax.typing import ArrayLike
 from bayescal._src import validation as _v
 from bayescal._src.backend import host_path
 from bayescal._src.bands import Band
+from bayescal._src.bucketing import BUCKET_MAX as _BUCKET_MAX
+from bayescal._src.bucketing import (
+    bucket_size,
+    pad_axis,
+    paddable,
+    random_prefix_stable,
+)
 from bayescal._src.calibrator_io import (
     CalibratorFileError,
     load_calibrator,
@@ -58,6 +71,8 @@ from bayescal._src.resampling import (
 )
 from bayescal._src.selection import paired_interval
 from bayescal._src.sorting import gather_all
+from bayescal._src.validation import narrows, reject_masked
+from bayescal._src.warn import warn
 
 __all__ = [
     # result types
@@ -87,7 +102,21 @@ __all__ = [
     "bootstrap",
     "null_pvalue",
     "paired_interval",
+    # building blocks for adapters and your own jitted code
+    "bucket_size",
+    "pad_axis",
+    "paddable",
+    "BUCKET_MAX",
+    "random_prefix_stable",
+    "reject_masked",
+    "narrows",
+    "warn",
 ]
+
+
+#: Observation axes longer than this (2^24 values) are not padded to a bucket: a copy
+#: of the data then costs more than the compilation it saves.
+BUCKET_MAX: int = _BUCKET_MAX
 
 
 @runtime_checkable

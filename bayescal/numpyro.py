@@ -35,11 +35,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
-from bayescal._src.validation import BUCKET_MAX as _BUCKET_MAX
-from bayescal._src.validation import narrows, paddable, reject_masked
-from bayescal._src.warn import warn
+from bayescal.core import BUCKET_MAX as _BUCKET_MAX
 from bayescal.core import as_key as check_key
+from bayescal.core import (
+    bucket_size,
+    narrows,
+    pad_axis,
+    paddable,
+    random_prefix_stable,
+    reject_masked,
+    warn,
+)
 from bayescal.regression import pit_draws
 
 try:

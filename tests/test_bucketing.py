@@ -309,6 +309,47 @@ def test_bucket_size_rule(n):
     assert bucket_size(n + 1) >= size  # monotone
 
 
+@given(
+    st.integers(1, 40),
+    st.integers(0, 300),
+    st.integers(0, 1),
+    st.sampled_from([None, 0.0, -1.5]),
+)
+def test_core_pad_axis_keeps_the_data_and_pads_as_asked(n, extra, axis, fill):
+    # core.pad_axis, the public padding of host arrays (issue "One library"): the first
+    # n rows are the data, the rest repeat the last row (fill=None) or hold fill; a
+    # JAX array on one device is padded in NumPy like a numpy one (no program)
+    import bayescal.core as core
+
+    x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    if axis == 1:
+        x = x.T
+    size = x.shape[axis] + extra
+    for arr in (x, jax.device_put(x)):
+        assert core.paddable(arr)
+        got = []
+        assert compilations_during(
+            lambda arr=arr, got=got: got.append(core.pad_axis(arr, size, axis=axis, fill=fill))
+        ) == 0
+        out = got[0]
+        assert out is arr if extra == 0 else isinstance(out, np.ndarray)
+        out = np.asarray(out)
+        moved = np.moveaxis(out, axis, 0)
+        assert moved.shape[0] == size
+        np.testing.assert_array_equal(moved[: x.shape[axis]], np.moveaxis(x, axis, 0))
+        tail = np.moveaxis(x, axis, 0)[-1] if fill is None else fill
+        padding = moved[x.shape[axis] :]
+        np.testing.assert_array_equal(padding, np.broadcast_to(tail, padding.shape))
+
+
+def test_core_pad_axis_refuses_a_shorter_size_naming_the_argument():
+    import bayescal.core as core
+
+    with pytest.raises(ValueError, match=r"size must be at least the length of axis 0 \(5\)"):
+        core.pad_axis(np.zeros(5), 3, axis=0)
+    assert not core.paddable([1.0, 2.0])  # a list is not an array: convert it first
+
+
 def test_x64_mode_is_what_the_suite_runs():
     # the comparisons above use the dtype bayescal computes in
     assert R.calibration_error(_inputs(10)["u"]).dtype == (

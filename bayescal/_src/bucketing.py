@@ -51,12 +51,31 @@ def on_one_device(x: Any) -> bool:
 
 
 def paddable(x: Any) -> bool:
-    """Whether ``x`` can be padded to its bucket (or sliced back) on the host without a
-    program per length: a numpy array, or a concrete JAX array on one device of at
-    most :data:`BUCKET_MAX` values (on a CPU a view; on an accelerator one transfer
-    each way, ~1 ms per 10 MB, where a compilation per length costs ~0.1 s). The
-    same rule on every backend, so the rehearsal and accelerators pad what a CPU
-    pads."""
+    """Whether ``x`` can be padded to its bucket (or sliced back) on the host.
+
+    A numpy array, or a concrete JAX array on one device of at most
+    :data:`BUCKET_MAX` values: padding it in NumPy compiles nothing (on a CPU a view;
+    on an accelerator one transfer each way, ~1 ms per 10 MB, where a compilation per
+    length costs ~0.1 s). The same rule on every backend, so the accelerator rehearsal
+    pads what a CPU pads. Tracers and sharded arrays are not paddable: pad them with
+    ``jnp.pad`` inside your program.
+
+    Parameters
+    ----------
+    x : Any
+        The array.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import jax.numpy as jnp, numpy as np
+    >>> from bayescal.core import paddable
+    >>> paddable(np.zeros(3)), paddable(jnp.zeros(3)), paddable([0.0, 1.0])
+    (True, True, False)
+    """
     if isinstance(x, np.ndarray):
         return True
     return on_one_device(x) and x.size <= BUCKET_MAX
@@ -67,14 +86,29 @@ MIN_BUCKET = 256
 
 
 def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:
-    """The bucket of ``n`` observations: the smallest of ``minimum`` and the sizes
-    ``m * 2**k`` (``m`` in 4..7, 4 sizes per octave) that is ``>= n``.
+    """The length bayescal pads an observation axis of ``n`` to (its *bucket*).
 
-    ``minimum`` is rounded up to a power of two.
+    The smallest of ``minimum`` and the sizes ``m * 2**k`` (``m`` in 4..7, 4 sizes per
+    octave) that is ``>= n``: padding costs at most 25% (12.5% on average), and a
+    program compiled for a bucket serves every ``n`` in it. Pad your own jitted
+    code's inputs to it (:func:`pad_axis`, with a mask or zero weights for the
+    padding) and a new ``n`` in a used bucket compiles nothing. Axes longer than
+    :data:`BUCKET_MAX` are not padded by bayescal.
+
+    Parameters
+    ----------
+    n : int
+        The number of observations.
+    minimum : int, default 256
+        The smallest bucket, rounded up to a power of two.
+
+    Returns
+    -------
+    int
 
     Examples
     --------
-    >>> from bayescal._src.bucketing import bucket_size
+    >>> from bayescal.core import bucket_size
     >>> [bucket_size(n) for n in (3, 256, 257, 1000, 1025, 10_000, 10_007)]
     [256, 256, 320, 1024, 1280, 10240, 10240]
     """
@@ -113,20 +147,54 @@ def bucket_floor(size: int, minimum: int = MIN_BUCKET) -> int:
     return lo
 
 
-def pad_axis(x, size: int, *, axis: int = -1, fill=None):
-    """``x`` padded along ``axis`` to length ``size``.
+def pad_axis(x: Any, size: int, *, axis: int = -1, fill: Any = None) -> Any:
+    """``x`` padded along ``axis`` to length ``size``, on the host where it can be.
 
-    ``fill=None`` repeats the last entry along the axis ("edge" padding): the padded
-    array passes every value check the original passes (finite, ranges, labels,
-    positivity, order along other axes), so checks need no mask. Otherwise the
-    padding holds ``fill``. :func:`paddable` arrays (numpy,
-    or on one device) are padded in NumPy (no compilation) and returned as NumPy
-    arrays; sharded ones are padded on their devices.
+    :func:`paddable` arrays (numpy, or a JAX array on one device) are padded in NumPy
+    (no compilation per length) and returned as NumPy arrays; others (sharded) are
+    padded with ``jnp.pad`` on their devices.
+
+    Parameters
+    ----------
+    x : array
+        The array.
+    size : int
+        The new length of ``axis`` (at least its length now).
+    axis : int, default -1
+        The axis to pad.
+    fill : scalar, optional
+        The padding's value. None (the default) repeats the last entry along the axis
+        ("edge" padding): the padded array then passes every value check the original
+        passes (finite, ranges, labels, positivity, order along other axes).
+
+    Returns
+    -------
+    array
+        ``x`` itself where the axis already has length ``size``; else numpy for
+        paddable input and a JAX array for the others.
+
+    Raises
+    ------
+    ValueError
+        ``size`` is shorter than the axis.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.core import bucket_size, pad_axis
+    >>> pad_axis(np.array([[1.0, 2.0], [3.0, 4.0]]), 3, axis=0).tolist()
+    [[1.0, 2.0], [3.0, 4.0], [3.0, 4.0]]
+    >>> pad_axis(np.ones(3), bucket_size(3, minimum=4), fill=0.0).tolist()
+    [1.0, 1.0, 1.0, 0.0]
     """
     axis = axis % x.ndim
     pad = size - x.shape[axis]
     if pad < 0:
-        raise ValueError(f"cannot pad an axis of length {x.shape[axis]} to {size}")
+        raise ValueError(
+            f"size must be at least the length of axis {axis} ({x.shape[axis]}); got "
+            f"{size}. Pass a length of at least {x.shape[axis]} (e.g. "
+            "bucket_size(length))."
+        )
     if pad == 0:
         return x
     widths = [(0, 0)] * x.ndim
@@ -171,14 +239,30 @@ def pad_to_bucket(
     return (jax.device_put(padded) if isinstance(padded, np.ndarray) else padded), mask
 
 
-def random_prefix_stable(key=None) -> bool:
+def random_prefix_stable(key: Any = None) -> bool:
     """Whether ``jax.random`` draws of shape ``[m]`` begin with those of shape ``[n]``.
 
     True for threefry keys with ``jax_threefry_partitionable`` on (the default since
     JAX 0.5): each value is a function of its own index, so a randomized kernel run on
     a padded bucket gives the real observations the values the unpadded call gives
     them. Otherwise (older JAX's default, other PRNG implementations) randomized calls
-    must not be padded. ``key``: the key to be used (None: the default implementation).
+    must not be padded.
+
+    Parameters
+    ----------
+    key : PRNG key, optional
+        The key to be used (None: JAX's default implementation).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import jax
+    >>> from bayescal.core import random_prefix_stable
+    >>> random_prefix_stable(jax.random.key(0)) == jax.config.jax_threefry_partitionable
+    True
     """
     if not jax.config.jax_threefry_partitionable:
         return False

@@ -81,7 +81,32 @@ def is_concrete(x: Any) -> bool:
 
 
 def reject_masked(x: Any, name: str) -> None:
-    """A numpy masked array is refused: converting it would drop its mask silently."""
+    """Refuse a numpy masked array: converting it would drop its mask silently.
+
+    Every public function of bayescal applies this rule to its array arguments.
+
+    Parameters
+    ----------
+    x : Any
+        The argument.
+    name : str
+        The argument's name, for the message.
+
+    Raises
+    ------
+    TypeError
+        ``x`` is a :class:`numpy.ma.MaskedArray`; the message says how to pass it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.core import reject_masked
+    >>> reject_masked(np.zeros(2), "y")  # anything else passes
+    >>> reject_masked(np.ma.masked_array([1.0, 2.0], [0, 1]), "y")
+    Traceback (most recent call last):
+    ...
+    TypeError: y is a numpy masked array; bayescal does not read masks ...
+    """
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(
             f"{name} is a numpy masked array; bayescal does not read masks (converting "
@@ -95,7 +120,24 @@ def narrows(x: Any) -> bool:
     """Whether JAX would wrap values of the integer numpy array ``x`` on conversion.
 
     Without x64, JAX converts int64 (uint64) arrays to int32 (uint32) modulo 2^32:
-    ``2**32 + 1`` becomes 1. Such arrays must be converted on the host instead.
+    ``2**32 + 1`` becomes 1. Such arrays must be refused, or converted on the host.
+
+    Parameters
+    ----------
+    x : Any
+        The argument (anything but an integer numpy array gives False).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import jax, numpy as np
+    >>> from bayescal.core import narrows
+    >>> big = np.array([2**32 + 1])
+    >>> narrows(big) == (not jax.config.jax_enable_x64), narrows(np.array([7]))
+    (True, False)
     """
     if not isinstance(x, np.ndarray) or x.dtype.kind not in "iu" or x.size == 0:
         return False
