@@ -35,6 +35,9 @@ table; the run goes on.
 ``python benchmarks/bench_cold.py`` prints the markdown section of
 docs/benchmarks.md ("First call and new N (cold start)"); ``--quick`` measures three
 functions and the session without cache only (a smoke test, ~1 minute).
+``--fits-at 100000`` measures (a)-(c) of every fit (``fit_*``) at N = 100,000 and
+100,007 without cache and prints their table: the first calls past the host path's
+size limit (issue "One library": at most 0.5 s each).
 """
 
 from __future__ import annotations
@@ -55,7 +58,10 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve()
 ROOT = HERE.parent.parent
-N0, N1 = 10_000, 10_007  # N1: a new N in N0's bucket
+# N1: a new N in N0's bucket. ``--fits-at N`` measures at N0 = N instead (the worker
+# processes read it from the environment variable below).
+N0 = int(os.environ.get("BAYESCAL_BENCH_COLD_N", "10000"))
+N1 = N0 + 7
 S_DRAWS, N_LEVELS, K_CLASSES = 100, 9, 5
 WARM_REPEAT = 5  # warm calls at most, ...
 WARM_BUDGET_S = 1.0  # ... and no more once they took this long together
@@ -1145,6 +1151,33 @@ def main(quick: bool = False, markdown_path: str | None = None) -> list[dict]:
     return rows
 
 
+def fits_at(n: int) -> str:
+    """(a)-(c) of every ``fit_*`` function at ``n`` (and ``n + 7``), no cache: a table."""
+    import bayescal  # noqa: F401
+
+    os.environ["BAYESCAL_BENCH_COLD_N"] = str(n)  # read by the worker processes
+    names = [k for k in cases() if k.startswith("fit_") and " -> " not in k]
+    funcs = run_functions(names, ("none",), WARM_REPEAT)
+    lines = [
+        f"First calls of the fits at N = {n:,} (fresh processes, no cache; new N = "
+        f"{n + 7:,}, same bucket), {platform.machine()}, {date.today()}:",
+        "",
+        "| fit | first call (s) | compiles | compile (s) | new N (s) | warm (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in sorted(funcs.items(), key=lambda kv: -kv[1]["none"].get("first", {}).get("s", 0)):
+        r = r["none"]
+        if "error" in r:
+            lines.append(f"| `{name}` | failed | | | | |")
+            continue
+        a, b = r["first"], r["new_n"]
+        lines.append(
+            f"| `{name}` | {a['s']:.3f} | {a['compiles']} | {a['compile_s']:.2f} | "
+            f"{b['s']:.3f} | {_ms(r['warm_s'])} |"
+        )
+    return "\n".join(lines)
+
+
 def _worker(argv: list[str]) -> None:
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=("function", "functions", "session"))
@@ -1172,5 +1205,11 @@ if __name__ == "__main__":
         parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
         parser.add_argument("--quick", action="store_true", help="three functions")
         parser.add_argument("--markdown", help="also write the markdown section here")
+        parser.add_argument(
+            "--fits-at", type=int, metavar="N", help="only the fits' first calls at N"
+        )
         args = parser.parse_args()
-        main(quick=args.quick, markdown_path=args.markdown)
+        if args.fits_at:
+            print(fits_at(args.fits_at), flush=True)
+        else:
+            main(quick=args.quick, markdown_path=args.markdown)
