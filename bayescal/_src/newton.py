@@ -622,7 +622,7 @@ def bucketed_fit(
     When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
     default ``core`` unpadded through the ordinary validated path, which raises the
     detailed error, or makes the result NaN under tracing). ``compiler_options``: as in
-    :func:`fast_jit`.
+    :func:`fast_jit` (default: ``xla_options.fit_compiler_options``).
     """
     try:
         host = _host_paddable(arrays)
@@ -636,7 +636,7 @@ def bucketed_fit(
         res = xla_options.with_options(
             xla_options.largest(args),
             lambda o: _v.fused_call(core, args, options, compiler_options=o),
-            compiler_options,
+            compiler_options or xla_options.fit_compiler_options,
         )
     except Exception:  # e.g. a wrong shape: the ordinary path raises the right error
         res = None
