@@ -95,7 +95,8 @@ def reject_masked(x: Any, name: str) -> None:
     Raises
     ------
     TypeError
-        ``x`` is a :class:`numpy.ma.MaskedArray`; the message says how to pass it.
+        ``x`` is a numpy masked array (``numpy.ma.MaskedArray``); the message says
+        how to pass it.
 
     Examples
     --------
