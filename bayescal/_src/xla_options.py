@@ -77,13 +77,15 @@ def compiler_options(
 #: fit is usually called once, so its compilation is most of what a user waits for.
 #: Measured at N = 1e5 (2-core CPU machine, fresh processes, 2026-11-29): Platt's first
 #: call 0.52-0.58 -> 0.40 s (compilation 0.33 -> 0.17 s) for a warm fit of 27 instead of
-#: 5 ms; BBQ 1.08-1.12 -> 0.72 s (warm 74 -> 190 ms).
+#: 5 ms; BBQ 1.08-1.12 -> 0.72 s (warm 74 -> 190 ms). The isotonic fits (isotonic with
+#: a prior, centered isotonic, Venn-ABERS) the same way, with XLA's defaults beyond.
 FIT_QUICK_COMPILE_MAX_SIZE = 1 << 17
 
 
-def fit_compiler_options(size: int) -> dict[str, Any]:
-    """:func:`compiler_options` with :data:`FIT_QUICK_COMPILE_MAX_SIZE` as the quick size."""
-    return compiler_options(size, FIT_QUICK_COMPILE_MAX_SIZE)
+def fit_compiler_options(size: int, *, large: bool = True) -> dict[str, Any]:
+    """:func:`compiler_options` with :data:`FIT_QUICK_COMPILE_MAX_SIZE` as the quick size
+    (``large=False``: XLA's defaults beyond it, for the scatter-heavy isotonic fits)."""
+    return compiler_options(size, FIT_QUICK_COMPILE_MAX_SIZE, large=large)
 
 
 def pair_sum_options(size: int) -> dict[str, Any]:

@@ -37,7 +37,9 @@ from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
     check_shrinkage,
+    isotonic_fit_compiler_options,
     multiclass_compiler_options,
+    multiclass_fit_compiler_options,
     multiclass_inputs,
     quick_compiler_options,
     resolve_bins,
@@ -387,7 +389,10 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
 
 @host_first(_host.fit_isotonic)
 @_v.validated(
-    fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
+    fuse=True,
+    bucket={"y_true": 0, "y_score": 0, "weights": 0},
+    per_observation=0,
+    compiler_options=isotonic_fit_compiler_options,
 )
 def fit_isotonic(
     y_true: Any, y_score: Any, *, weights: Any = None, prior: Any = None
@@ -1158,7 +1163,7 @@ def fit_one_vs_rest(
             (y_true, probs, weights),
             dict(method=method, options=batched),
             fallback=lambda: _fit_ovr_loop(fit, y_true, probs, weights, options),
-            compiler_options=multiclass_compiler_options,
+            compiler_options=multiclass_fit_compiler_options,
         )
         return _unpadded_knots(out, np.shape(probs)[0])
     return _fit_ovr_loop(fit, y_true, probs, weights, options)

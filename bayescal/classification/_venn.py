@@ -30,7 +30,7 @@ from bayescal.classification._calibrators import (
     _scores,
     _zero_weight_to_a_tie,
 )
-from bayescal.classification._inputs import binary_inputs
+from bayescal.classification._inputs import binary_inputs, isotonic_fit_compiler_options
 
 __all__ = [
     "VennAbersCalibrator",
@@ -291,7 +291,10 @@ def _apply_venn_abers(thresholds, p0_table, p1_table, y_score: Any, output: str 
 
 @host_first(_host.fit_venn_abers)
 @_v.validated(
-    fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=(0, 1)
+    fuse=True,
+    bucket={"y_true": 0, "y_score": 0, "weights": 0},
+    per_observation=(0, 1),
+    compiler_options=isotonic_fit_compiler_options,
 )
 def fit_venn_abers(y_true: Any, y_score: Any, *, weights: Any = None) -> VennAbersCalibrator:
     r"""Fit an inductive Venn-ABERS predictor (IVAP) on calibration labels and scores.
@@ -672,7 +675,10 @@ def _centered_kernel(s, y, w):
 
 @host_first(_host.fit_centered_isotonic)
 @_v.validated(
-    fuse=True, bucket={"y_true": 0, "y_score": 0, "weights": 0}, per_observation=0
+    fuse=True,
+    bucket={"y_true": 0, "y_score": 0, "weights": 0},
+    per_observation=0,
+    compiler_options=isotonic_fit_compiler_options,
 )
 def fit_centered_isotonic(
     y_true: Any, y_score: Any, *, weights: Any = None
