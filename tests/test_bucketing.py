@@ -350,6 +350,27 @@ def test_core_pad_axis_refuses_a_shorter_size_naming_the_argument():
     assert not core.paddable([1.0, 2.0])  # a list is not an array: convert it first
 
 
+@pytest.mark.parametrize(
+    "call, error, message",
+    [
+        (lambda c: c.pad_axis([1.0, 2.0], 3), TypeError, "x must be a numpy or JAX array"),
+        (lambda c: c.pad_axis(np.float32(1.0), 3), TypeError, "with at least one axis"),
+        (lambda c: c.pad_axis(np.zeros((2, 3)), 4, axis=2), ValueError, r"axis must lie in \[-2, 2\)"),
+        (lambda c: c.pad_axis(np.zeros(3), 4, axis=0.0), TypeError, "axis must be an int"),
+        (lambda c: c.pad_axis(np.zeros(3), 4.0), TypeError, "size must be an int"),
+        (lambda c: c.bucket_size(10.5), TypeError, "n must be an int"),
+        (lambda c: c.bucket_size(True), TypeError, "n must be an int"),
+        (lambda c: c.bucket_size(-1), ValueError, "n must be at least 0"),
+        (lambda c: c.bucket_size(10, minimum=-4), ValueError, "minimum must be at least 0"),
+    ],
+)
+def test_core_bucket_helpers_name_the_bad_argument(call, error, message):
+    import bayescal.core as core
+
+    with pytest.raises(error, match=message):
+        call(core)
+
+
 def test_x64_mode_is_what_the_suite_runs():
     # the comparisons above use the dtype bayescal computes in
     assert R.calibration_error(_inputs(10)["u"]).dtype == (

@@ -50,6 +50,16 @@ def on_one_device(x: Any) -> bool:
         return False
 
 
+def _count(value: Any, name: str) -> int:
+    """``value`` as a nonnegative Python int (a count or a length), else an error naming
+    ``name``."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int; got {value!r}.")
+    if value < 0:
+        raise ValueError(f"{name} must be at least 0; got {value}.")
+    return int(value)
+
+
 def paddable(x: Any) -> bool:
     """Whether ``x`` can be padded to its bucket (or sliced back) on the host.
 
@@ -112,8 +122,8 @@ def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:
     >>> [bucket_size(n) for n in (3, 256, 257, 1000, 1025, 10_000, 10_007)]
     [256, 256, 320, 1024, 1280, 10240, 10240]
     """
-    n = int(n)
-    floor = 1 << max(int(minimum) - 1, 0).bit_length()
+    n = _count(n, "n")
+    floor = 1 << max(_count(minimum, "minimum") - 1, 0).bit_length()
     if n <= floor:
         return floor
     grain = 1 << (n.bit_length() - 3)
@@ -187,7 +197,21 @@ def pad_axis(x: Any, size: int, *, axis: int = -1, fill: Any = None) -> Any:
     >>> pad_axis(np.ones(3), bucket_size(3, minimum=4), fill=0.0).tolist()
     [1.0, 1.0, 1.0, 0.0]
     """
-    axis = axis % x.ndim
+    if not isinstance(x, np.ndarray | jax.Array) or x.ndim == 0:
+        raise TypeError(
+            f"x must be a numpy or JAX array with at least one axis; got "
+            f"{type(x).__name__}{'' if np.ndim(x) else ' of no axis'}. Convert it first "
+            "(np.asarray(x))."
+        )
+    size = _count(size, "size")
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"axis must be an int; got {axis!r}.")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(
+            f"axis must lie in [-{x.ndim}, {x.ndim}) for an array of {x.ndim} axes; "
+            f"got {axis}."
+        )
+    axis = int(axis) % x.ndim
     pad = size - x.shape[axis]
     if pad < 0:
         raise ValueError(
