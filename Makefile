@@ -149,12 +149,13 @@ PYTEST_FAST = XLA_FLAGS="$(TEST_XLA_FLAGS)" $(PYTEST_N)
 # compiles. The bucketing and compile-budget tests run only
 # here: on the host path they would count the NumPy twins, which compile nothing, not
 # the kernels (~10 minutes of the two cores).
-# `make test-rehearsal-more` runs the bad-input, contract and command-line tests this
-# way too (CI's tier: .ci/run; all green since 2026-11-29, ~15 minutes of one core).
+# The bad-input, contract and command-line tests run this way too (REHEARSAL_MORE; they
+# also run on the host path in the fast suite): ~1 minute of the two cores, all green
+# since 2026-11-29; `make test-rehearsal-more` runs them alone.
 REHEARSAL_ONLY := $(addprefix tests/,test_bucketing.py test_bucketing_classification.py \
 	test_bucketing_regression.py test_bucketing_uncertainty.py test_compile_budget.py)
-REHEARSAL_TESTS := $(REHEARSAL_ONLY)
 REHEARSAL_MORE := $(addprefix tests/,test_bad_input_classes.py test_contract.py test_cli.py)
+REHEARSAL_TESTS := $(REHEARSAL_ONLY) $(REHEARSAL_MORE)
 
 test-rehearsal: $(VENV)/.test-installed
 	BAYESCAL_REHEARSAL=1 $(PYTEST_FAST) $(REHEARSAL_TESTS)
@@ -212,7 +213,7 @@ test-min: $(VENVMIN)/.installed
 	$(VENVMIN)/bin/python -m pytest -n $(JOBS) -q $(TIER) $(TIER_TESTS)
 
 # Everything CI runs.
-ci: test test-rehearsal-more test-slow test-py312 test-min
+ci: test test-slow test-py312 test-min
 
 # The fuzz harness with thousands of examples per public function (tests/test_fuzz.py;
 # `make test` runs a few per function), and 40 drawn cases per function on the 8-device
