@@ -3,7 +3,7 @@
 The issue "First result fast", item 5: at n <= 1e4 a call's fixed costs (jit dispatch,
 the transfer of the inputs, the sync of the check flags) dominate, and the NumPy
 packages are fast there. bayescal answers concrete CPU inputs of at most
-``bayescal._src.host.HOST_MAX`` values on the host, in NumPy (the twins in each branch's ``_host.py``);
+``bayescal._src.host.HOST_MAX`` values on the host, in NumPy (the ``_twin_*`` functions beside each kernel);
 the rows below time that path against
 
 - ``probcal.metrics`` (0.4) and scikit-learn for the Brier score and the log-loss,

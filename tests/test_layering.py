@@ -2,8 +2,9 @@
 
 ``bayescal._src`` holds only what both branches use: no module of it imports
 ``bayescal.classification`` or ``bayescal.regression``, at the top or inside a
-function (a NumPy twin lives beside its kernel, in the branch's ``_host.py``). The
-branches never import each other. Checked on the source (every ``import`` statement
+function (a NumPy twin lives beside its kernel, in its method's module). The
+branches never import each other, and no module of the package takes part in an import
+circle. Checked on the source (every ``import`` statement
 the parser finds), so a lazy import inside a function body counts too.
 """
 
@@ -138,6 +139,22 @@ def test_src_has_no_import_circle():
     # bucketing <-> validation was one (issue "One library"): paddable and
     # BUCKET_MAX now live in bucketing, which imports nothing of validation
     assert _cycles(PACKAGE / "_src") == []
+
+
+def test_the_package_has_no_import_circle():
+    # each branch's _host.py held the twins of all its modules and imported their
+    # calibrator classes and private helpers: circles of 11 classification and 4
+    # regression modules (issue "One library"). The twins now live beside their kernels
+    # and _host.py holds only shared NumPy arithmetic, importing no module of its branch.
+    assert _cycles(PACKAGE) == []
+
+
+@pytest.mark.parametrize("branch", ["classification", "regression"])
+def test_a_branch_host_module_imports_no_module_of_its_branch(branch):
+    bad = sorted(
+        m for m in _imports(PACKAGE / branch / "_host.py") if m.startswith(f"bayescal.{branch}")
+    )
+    assert not bad, f"bayescal/{branch}/_host.py imports {bad}"
 
 
 def test_the_circle_finder_finds_a_lazy_circle(tmp_path, monkeypatch):

@@ -320,12 +320,12 @@ def test_band_searches_its_bandwidth_on_the_host_and_compiles_one_program():
     from unittest import mock
 
     from bayescal._src import host
-    from bayescal.classification import _host as classification_host
+    from bayescal.classification import _smooth
     from tests.conftest import compilations_during
 
     y, p = _data(7, 777, 2.0)
     bands = []
-    with mock.patch.object(classification_host, "_key_words", return_value=None):
+    with mock.patch.object(_smooth, "_key_words", return_value=None):
         # the one program (the resampling) compiled for this bucket: a new N reuses it
         smooth_reliability_band(0, y[:770], p[:770], num_samples=20)  # bucket 896, as 777
         assert (
@@ -385,7 +385,7 @@ def test_host_band_compiles_nothing():
 def test_threefry_words_equal_jax_random_split():
     # The host's threefry-2x32 against jax.random.split / key_data (JAX's own hash)
     from bayescal._src import host
-    from bayescal.classification import _host as classification_host
+    from bayescal.classification._smooth import _split_words
 
     if not jax.config.jax_threefry_partitionable:
         assert host._key_words(0) is None  # the twin declines JAX < 0.5's split
@@ -397,7 +397,7 @@ def test_threefry_words_equal_jax_random_split():
         np.testing.assert_array_equal(words, jax.random.key_data(typed), err_msg=name)
         for count in (1, 2, 7, 300):
             np.testing.assert_array_equal(
-                classification_host._split_words(words, count),
+                _split_words(words, count),
                 jax.random.key_data(jax.random.split(typed, count)),
                 err_msg=f"{name}, {count} keys",
             )

@@ -9,8 +9,10 @@ public functions decorated with :func:`first` compute their result in NumPy, and
 return it as a JAX array of the dtype and shape the kernel gives. ``BAYESCAL_HOST_PATH=0``
 or ``core.host_path(False)`` turns this off (:mod:`bayescal._src.backend`).
 
-The twins live beside their kernels, in each branch: ``bayescal/classification/_host.py``
-and ``bayescal/regression/_host.py``. This module holds what both use (the switch, the
+Each twin lives beside its kernel, in its method's module, as ``_twin_<name>`` (e.g.
+``bayescal.classification._calibrators._twin_fit_platt``); a branch's ``_host.py``
+holds the NumPy arithmetic that twins of several of its modules share and imports no
+other module of the branch. This module holds what both branches use (the switch, the
 array conversions and checks, the isotonic knots, the SKCE's pair sums and the
 bootstrap counts) and imports neither branch.
 

@@ -21,10 +21,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import newton
+from bayescal._src import newton as _newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import jeffreys_means, weighted_quantile_edges
 from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import (
+    _BAD,
+    _device,
+    _floats,
+    _flushed,
+    _limits,
+    _normal,
+    _observation_weights,
+    _scalar,
+    _vector,
+)
 from bayescal._src.host import first as host_first
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
@@ -33,6 +45,22 @@ from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal._src.warn import warn
 from bayescal.classification import _host
+from bayescal.classification._host import (
+    _MAX_BINS,
+    _SCALING_MAX,
+    _bin_index,
+    _bin_means,
+    _binary,
+    _class_labels,
+    _edges,
+    _eps_ok,
+    _logistic_one,
+    _softmax_rows,
+    _weighted_quantiles,
+    logistic_rows,
+)
+from bayescal.classification._host import _logit as _host_logit
+from bayescal.classification._host import _platt_map as _host_platt_map
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
@@ -195,6 +223,296 @@ def _warn_not_converged(name: str) -> None:
     )
 
 
+# --------------------------------------------------------------------------- host twins
+def _twin_fit_isotonic(
+    y_true: Any, y_score: Any, *, weights: Any = None, prior: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_isotonic` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted PAV)
+    from bayescal._src.isotonic import _pav_row
+    from bayescal._src.ties import pool_ties
+
+    if prior is not None:
+        a, b = _check_prior(prior)  # its ValueError: the kernel path raises it again
+
+    data = _binary(y_true, y_score, None, probabilities=False)
+    if data is None:
+        return None
+    y, s, _ = data
+    pooled = pool_ties(s, y)
+    fit = _pav_row(pooled.mean.astype(np.float64), pooled.weight.astype(np.float64))
+    if prior is not None:  # Beta pseudo-counts on every level set, then PAV again
+        weight = pooled.weight.astype(np.float64)
+        block = np.cumsum(np.r_[True, fit[1:] != fit[:-1]]) - 1
+        total = np.bincount(block, weight)
+        mean = (np.bincount(block, weight * fit) + a) / (total + a + b)
+        fit = _pav_row(mean, total + a + b)[block]
+    pad = s.size - fit.size  # the kernel's fixed-size output repeats the last knot
+    thresholds = np.concatenate([pooled.thresholds, np.repeat(pooled.thresholds[-1:], pad)])
+    values = np.concatenate([fit, np.repeat(fit[-1:], pad)]).astype(s.dtype)
+    return IsotonicCalibrator(_device(thresholds), _device(values))
+
+
+def _twin_fit_histogram_binning(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 10,
+    strategy: Any = "uniform",
+    weights: Any = None,
+    shrinkage: Any = "jeffreys",
+) -> Any:
+    """:func:`bayescal.classification.fit_histogram_binning` on the host: the edges of
+    :func:`reliability_curve` (weighted quantiles with weights) and its observed means,
+    shrunk by the kernel's own ``jeffreys_means`` (with NumPy)."""
+    from bayescal._src.binned import jeffreys_means
+
+    if not (shrinkage is None or (isinstance(shrinkage, str) and shrinkage == "jeffreys")):
+        return None  # the kernel path raises its message
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    whole = isinstance(bins, int | np.integer) and not isinstance(bins, bool | np.bool_)
+    if w is not None and strategy == "quantile" and whole and 1 <= bins <= _MAX_BINS:
+        from bayescal._src.binned import _quantile_levels
+
+        # integer weights only: their running sums are exact in any order, so the
+        # edges are the kernel's bit for bit (real weights: its cumsum's rounding)
+        if not ((w == np.round(w)).all() and w.sum() < 2 ** np.finfo(p.dtype).nmant):
+            return None
+        edges = _weighted_quantiles(p, w, _quantile_levels(int(bins), p.dtype))
+        if not _normal(edges):
+            return None
+    else:
+        edges = _edges(bins, strategy, p)
+        if edges is None:
+            return None
+    means = _bin_means(y, p, w, edges, _bin_index(p, edges))
+    if means is None:
+        return None
+    weight, _, values = means
+    if shrinkage is not None:
+        values = jeffreys_means(values, weight, np)
+    return HistogramBinningCalibrator(_device(edges), _device(values))
+
+
+def _twin_histogram_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``HistogramBinningCalibrator.__call__`` on the host."""
+    p = _floats(y_prob)
+    edges, values = _vector(calibrator.edges), _vector(calibrator.values)
+    if p is None or edges is None or values is None or p.size == 0:
+        return None
+    if edges.size != values.size + 1 or not (edges[1:] >= edges[:-1]).all():
+        return None
+    if not (_normal(p.reshape(-1), 0, 1) and _normal(edges) and _normal(values)):
+        return None
+    e = edges.astype(p.dtype)
+    if not (e[1:] >= e[:-1]).all():
+        return None
+    k = np.clip(np.searchsorted(e, p, side="right") - 1, 0, values.size - 1)
+    return _device(values.astype(p.dtype)[k])
+
+
+def _twin_fit_platt(
+    y_true: Any,
+    y_score: Any,
+    *,
+    input: Any = "prob",
+    soft_labels: Any = True,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_platt` on the host: the same optimum (the loss
+    is convex) by Newton's method with step halving in float64."""
+    if input not in ("prob", "score") or not isinstance(soft_labels, bool):
+        return None
+    if not _eps_ok(eps) or (eps is not None and input != "prob"):
+        return None
+
+    data = _binary(y_true, y_score, weights, input == "prob")
+    if data is None:
+        return None
+    y, s, w = data
+    f = _host_logit(s, eps) if input == "prob" else s
+    if f is None or not _normal(f):
+        return None
+    theta = _logistic_one(f, y, w, soft_labels)
+    if theta is None:
+        return None
+    a, b = (np.asarray(-v, s.dtype) for v in theta)
+    return PlattCalibrator(_device(a), _device(b), input, eps)
+
+
+def _twin_platt_apply(calibrator: Any, y_score: Any) -> jax.Array | None:
+    """``PlattCalibrator.__call__`` on the host."""
+    s = _floats(y_score)
+    a, b = _scalar(calibrator.a), _scalar(calibrator.b)
+    if s is None or a is None or b is None or s.size == 0:
+        return None
+    flat = s.reshape(-1)
+    if calibrator.input == "prob":
+        if not _normal(flat, 0, 1):
+            return None
+        f = _host_logit(s, calibrator.eps)
+        if f is None:
+            return None
+    else:
+        if not _normal(flat):
+            return None
+        f = s
+    return _device(_host_platt_map(a, b, f, s.dtype))
+
+
+def _twin_fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_temperature` on the host: the kernel's Newton
+    solver (:func:`~bayescal._src.newton.minimize_host`) on ``beta = 1 / T >= 0``
+    (convex, one parameter) in float64. Left to the kernel path: its
+    errors (no improvement on the uniform forecast, every example ranked correctly)
+    and its warnings (logits in [0, 1], no convergence)."""
+
+    z = _floats(logits, _SCALING_MAX)
+    if z is None or z.size == 0 or z.ndim not in (1, 2) or not _normal(z.reshape(-1)):
+        return None
+    dtype = z.dtype
+    if z.ndim == 1:
+        data = _binary(y_true, z, None, False)
+        if data is None:
+            return None
+        labels = data[0]
+        if not (labels.min() == 0 and labels.max() == 1):
+            return None  # one class: the kernel's message
+        y = labels.astype(np.intp)
+        zz = np.stack([np.zeros(z.size), z.astype(np.float64)], axis=1)
+    else:
+        if z.shape[1] < 2:
+            return None
+        y = _class_labels(y_true, *z.shape)
+        if y is None:
+            return None
+        zz = z.astype(np.float64)
+    n = zz.shape[0]
+    if weights is None:
+        w = np.ones(n)
+    else:
+        w = _observation_weights(weights, np.empty(n, dtype))
+        if w is _BAD:
+            return None
+        w = w.astype(np.float64)
+    live = w > 0
+    if ((zz >= 0) & (zz <= 1) | ~live[:, None]).all():
+        return None  # probabilities passed as logits: the kernel path warns
+    rows = np.arange(n)
+    z_true = zz[rows, y]
+    if ((z_true >= zz.max(axis=1)) | ~live).all():
+        return None  # no finite optimum: the kernel's message
+    if not np.einsum("n,n->", w, zz.mean(axis=1) - z_true) < 0:
+        return None  # the NLL does not decrease for T > 0: the kernel's message
+    wn = w / w.sum()
+
+    zt = np.ascontiguousarray(zz.T)  # [C, N]: the loops run over contiguous N
+
+    def objective(x: np.ndarray) -> _newton.Derivatives:
+        s = x[0] * zt
+        top = s.max(axis=0)
+        e = np.exp(s - top)
+        total = e.sum(axis=0)
+        q = e / total
+        loss = top + np.log(total) - x[0] * z_true
+        mean = np.einsum("kn,kn->n", q, zt)
+        var = np.einsum("kn,kn->n", q, (zt - mean) ** 2)
+        value = float(np.einsum("n,n->", wn, loss))
+        grad = np.einsum("n,n->", wn, mean - z_true)
+        hess = np.einsum("n,n->", wn, var)
+        return _newton.Derivatives(value, grad[None], hess[None, None], value)
+
+    # the kernel's start (beta = 1) and bound (beta >= 0)
+    res = _newton.minimize_host(objective, np.ones(1), lower=np.zeros(1))
+    if not res.converged:
+        return None  # out of steps: the kernel path warns
+    beta = res.x[0]
+    temperature = np.asarray(1 / beta, dtype)
+    if not _normal(temperature.reshape(1), _limits(dtype).tiny):
+        return None
+    return TemperatureCalibrator(_device(temperature))
+
+
+def _twin_fit_beta(y_true: Any, y_prob: Any, *, eps: Any = None, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_beta` on the host: the logistic regression on
+    ``(ln p, -ln(1 - p))`` with ``a, b >= 0`` (features in the dtype, as the kernel)
+    by :func:`logistic_rows` from the identity map (float64)."""
+    if not _eps_ok(eps):
+        return None
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    dt = p.dtype
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+        q = p
+    else:
+        q = np.clip(p, dt.type(eps), dt.type(1 - eps))
+    features = [np.log(q), -np.log1p(-q)]
+    if not all(_normal(f) for f in features):
+        return None
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+    if not (w[y == 1].sum() > 0 and w[y == 0].sum() > 0):
+        return None  # one class (of positive weight): the kernel path decides
+    theta, converged = logistic_rows(
+        [f.astype(np.float64) for f in features],
+        y.astype(np.float64),
+        w[None],
+        np.array([1.0, 1.0, 0.0]),
+        np.array([0.0, 0.0, -np.inf]),
+        soft_labels=False,
+    )
+    if not converged[0]:
+        return None
+    out = theta[0].astype(dt)
+    if not _normal(out):
+        return None
+    return BetaCalibrator(*(_device(np.asarray(v)) for v in out), eps)
+
+
+def _twin_temperature_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``TemperatureCalibrator.__call__`` on the host."""
+    t = _scalar(calibrator.temperature)
+    z = _floats(logits, _SCALING_MAX)
+    if t is None or z is None or z.ndim not in (1, 2) or z.size == 0:
+        return None
+    dt = z.dtype
+    if not (_normal(z.reshape(-1)) and _normal(t.reshape(1), _limits(t.dtype).tiny)):
+        return None
+    scaled = (z / t.astype(dt)).astype(np.float64)  # in the dtype, as the kernel
+    if z.ndim == 2:
+        return _device(_softmax_rows(scaled, dt))
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * scaled)).astype(dt)))
+
+
+def _twin_beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``BetaCalibrator.__call__`` on the host (0 and 1 map to the map's limits)."""
+    a, b, c = (_scalar(getattr(calibrator, name)) for name in "abc")
+    p = _floats(y_prob)
+    if a is None or b is None or c is None or p is None or p.size == 0:
+        return None
+    if not _eps_ok(calibrator.eps) or not _normal(p.reshape(-1), 0, 1):
+        return None
+    if not all(_normal(v.reshape(1)) for v in (a, b, c)):
+        return None
+    dt = p.dtype
+    if calibrator.eps is not None:
+        p = np.clip(p, dt.type(calibrator.eps), dt.type(1 - calibrator.eps))
+    q = p.astype(np.float64)
+    a64, b64, c64 = (float(v.astype(dt)) for v in (a, b, c))
+    eta = (a64 * np.log(q) if a64 else 0.0) - (b64 * np.log1p(-q) if b64 else 0.0) + c64
+    eta = np.broadcast_to(eta, p.shape)
+    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * eta)).astype(dt)))
+
+
 # --------------------------------------------------------------------------- Platt
 @pytree_dataclass(data=("a", "b"), meta=("input", "eps"))
 class PlattCalibrator:
@@ -221,7 +539,7 @@ class PlattCalibrator:
     def _map(self, s: jax.Array) -> jax.Array:  # validated s
         return _platt_map(self.a, self.b, s, use_logit=self.input == "prob", eps=self.eps)
 
-    @host_first(_host.platt_apply)
+    @host_first(_twin_platt_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_score: Any) -> jax.Array:
         """Calibrated probabilities for scores or probabilities (shape kept)."""
@@ -231,7 +549,7 @@ class PlattCalibrator:
         )
 
 
-@host_first(_host.fit_platt)
+@host_first(_twin_fit_platt)
 def fit_platt(
     y_true: Any,
     y_score: Any,
@@ -387,7 +705,7 @@ def _apply_isotonic(thresholds: jax.Array, values: jax.Array, y_score: Any) -> j
     return _isotonic_apply(thresholds, values, s)
 
 
-@host_first(_host.fit_isotonic)
+@host_first(_twin_fit_isotonic)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_score": 0, "weights": 0},
@@ -554,7 +872,7 @@ class HistogramBinningCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _histogram_apply(self.edges, self.values, p)
 
-    @host_first(_host.histogram_apply)
+    @host_first(_twin_histogram_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Piecewise-constant calibrated probabilities."""
@@ -563,7 +881,7 @@ class HistogramBinningCalibrator:
         return newton.apply_bucketed(_histogram_apply_bucketed, knots, p)
 
 
-@host_first(_host.fit_histogram_binning)
+@host_first(_twin_fit_histogram_binning)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_prob": 0, "weights": 0},
@@ -691,7 +1009,7 @@ class BetaCalibrator:
     def _map(self, p: jax.Array) -> jax.Array:  # validated p
         return _beta_map(self.a, self.b, self.c, p, eps=self.eps)
 
-    @host_first(_host.beta_apply)
+    @host_first(_twin_beta_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities (0 and 1 map to the limits of the map)."""
@@ -699,7 +1017,7 @@ class BetaCalibrator:
         return newton.apply_bucketed(_beta_apply, (self.a, self.b, self.c), p, eps=self.eps)
 
 
-@host_first(_host.fit_beta)
+@host_first(_twin_fit_beta)
 def fit_beta(
     y_true: Any, y_prob: Any, *, eps: float | None = None, weights: Any = None
 ) -> BetaCalibrator:
@@ -815,7 +1133,7 @@ class TemperatureCalibrator:
         _v.check_finite(z, "logits")
         return (z / self.temperature.astype(z.dtype)).astype(z.dtype)
 
-    @host_first(_host.temperature_apply)
+    @host_first(_twin_temperature_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated probabilities (softmax over the last axis, or sigmoid for 1-D)."""
@@ -869,7 +1187,7 @@ def _temperature_fit(z: jax.Array, y: jax.Array, weights: jax.Array | None):
     return res.x[0], g0, all_correct, res.converged
 
 
-@host_first(_host.fit_temperature)
+@host_first(_twin_fit_temperature)
 def fit_temperature(y_true: Any, logits: Any, *, weights: Any = None) -> TemperatureCalibrator:
     r"""Fit temperature scaling by minimising the negative log-likelihood over T > 0.
 

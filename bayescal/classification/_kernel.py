@@ -30,12 +30,29 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
+from bayescal._src.host import (
+    _F32,
+    _bootstrap_on_host,
+    _bucket_padded,
+    _floats,
+    _kernel_bandwidth,
+    _linear_pairs,
+    _linear_test,
+    _median_heuristic,
+    _normal,
+    _result,
+    _scalar_array,
+    _unbiased_draws,
+    _unbiased_on_host,
+    _vector,
+)
 from bayescal._src.host import first as host_first
-from bayescal.classification import _host
+from bayescal.classification._host import _class_labels
 from bayescal.classification._inputs import binary_inputs, multiclass_compiler_options
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
@@ -307,7 +324,146 @@ def _kce(y_true, y_prob, *, estimator, bandwidth):
     return _error_kernel(p, r, w, bandwidth, estimator=estimator, binary=binary)
 
 
-@host_first(_host.kernel_calibration_error_classification)
+# --------------------------------------------------------------------------- host twins
+_SKCE_MAX = 1 << 20  # probabilities: the host only converts them and takes the median
+
+
+def _classification_skce_inputs(y_prob: Any, bandwidth: Any) -> tuple[np.ndarray, float] | None:
+    """Checked probabilities (``[N]`` or ``[N, C]``, ``N >= 2``) and the bandwidth
+    (the median heuristic where not given), or None."""
+    p = _floats(y_prob, _SKCE_MAX)
+    if p is None or p.ndim not in (1, 2) or p.shape[0] < 2:
+        return None
+    if p.ndim == 2 and p.shape[1] < 2:
+        return None
+    if not _normal(p, 0.0, 1.0):
+        return None
+    nu = _kernel_bandwidth(bandwidth)
+    if nu is None and bandwidth is not None:
+        return None
+    if nu is None:
+        nu = _median_heuristic(np.stack([1 - p, p], axis=1) if p.ndim == 1 else p)
+    return p, nu
+
+
+def _classification_pairs(y_true: Any, p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The probabilities ``[N, C]`` and residuals ``e_y - p`` of checked
+    probabilities ``p`` (binary ``[N]``: the two classes ``(1 - p, p)``), as the
+    kernel's ``_inputs`` computes them, or None where the labels or the rows' sums
+    fail the kernel's checks."""
+    n = p.shape[0]
+    if p.ndim == 1:
+        y = _vector(y_true)
+        if y is None or y.shape != p.shape or not ((y == 0) | (y == 1)).all():
+            return None
+        y = y.astype(p.dtype)
+        return np.stack([1 - p, p], axis=1), np.stack([p - y, y - p], axis=1)
+    c = p.shape[1]
+    labels = _class_labels(y_true, n, c)
+    tol = (1e-4 if p.dtype == _F32 else 1e-8) * c  # validation.check_row_sums's
+    if labels is None or not _v._HOST_PREDICATES["row_sums"](p, tol):
+        return None
+    return p, np.eye(c, dtype=p.dtype)[labels] - p
+
+
+def _classification_linear_terms(
+    y_true: Any, y_prob: Any, bandwidth: Any, minimum: int
+) -> tuple[np.ndarray, float, Any] | None:
+    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of checked probabilities
+    (at least ``minimum`` rows), the bandwidth and the dtype, or None."""
+
+    data = _classification_skce_inputs(y_prob, bandwidth)
+    if data is None or data[0].shape[0] < minimum:
+        return None
+    p, nu = data
+    pairs = _classification_pairs(y_true, p)
+    if pairs is None:
+        return None
+    # the kernel's bandwidth rounded to the inputs' dtype, the kernel's formula
+    terms = _linear_pairs(functools.partial(_h, nu=float(np.asarray(nu, p.dtype)), xp=np), pairs)
+    return terms, nu, p.dtype
+
+
+def _twin_kernel_calibration_error_classification(
+    y_true: Any, y_prob: Any, *, estimator: Any = "unbiased", bandwidth: Any = None
+) -> Any:
+    """:func:`bayescal.classification.kernel_calibration_error`: the linear estimator
+    on the host (O(N)); the unbiased estimator with the median heuristic computed
+    here, and for multiclass inputs also the residuals, the pair sum alone compiled
+    (``kernel_calibration.host_program``: no sort and no value checks in the
+    program); binary inputs' O(N log N) sum in the validated program."""
+    from bayescal.classification import _kernel as _ck
+
+    if estimator == "linear":
+        linear = _classification_linear_terms(y_true, y_prob, bandwidth, 2)
+        return None if linear is None else _result(linear[0].mean(), linear[2])
+    data = _classification_skce_inputs(y_prob, bandwidth) if estimator == "unbiased" else None
+    if data is None:
+        return None
+    p, nu = data
+    if p.ndim == 1:
+        return _ck._error_program("unbiased", True)(
+            y_true, p, estimator="unbiased", bandwidth=_scalar_array(nu, p.dtype)
+        )
+    pairs = _classification_pairs(y_true, p)
+    if pairs is None:
+        return None
+    (pp, r), w = _bucket_padded(pairs, p.shape[0])
+    args = ((pp, r * w[:, None]), p.dtype.type(nu))
+    return _unbiased_on_host(_ck._error_pairs, args, p.shape[0], p.dtype, _ck._pair_sum_options)
+
+
+def _twin_kernel_calibration_test_classification(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    estimator: Any = "linear",
+    bandwidth: Any = None,
+    key: Any = None,
+    num_samples: Any = 500,
+    method: Any = "auto",
+) -> Any:
+    """:func:`bayescal.classification.kernel_calibration_test`: the linear test on
+    the host (the normal approximation of ``kernel_calibration.linear_test``); the
+    unbiased test with the median heuristic and the bootstrap's counts computed here,
+    the rest in the kernel: the bootstrap's pair sums alone compiled
+    (:func:`_bootstrap_on_host`) where the counts were drawn here, else the validated
+    program (without sort and random bits, about half the compilation)."""
+    from bayescal._src.kernel_calibration import METHODS
+    from bayescal.classification import _kernel as _ck
+
+    if method not in METHODS:
+        return None  # the public function's check names it
+    if estimator == "linear":
+        linear = _classification_linear_terms(y_true, y_prob, bandwidth, 4)
+        if linear is None:
+            return None
+        terms, nu, dtype = linear
+        return _ck.KernelCalibrationTest(*(_result(v, dtype) for v in (*_linear_test(terms), nu)))
+    data = _classification_skce_inputs(y_prob, bandwidth) if estimator == "unbiased" else None
+    if data is None:
+        return None
+    p, nu = data
+    classes = 0 if p.ndim == 1 else p.shape[1]
+    first = p if p.ndim == 1 else p[:, 0]
+    draws = _unbiased_draws(key, num_samples, method, _ck.AUTO_BUDGET, first, classes)
+    if draws is None:
+        return None
+    k, how, counts = draws
+    pairs = None if counts is None else _classification_pairs(y_true, p)
+    if pairs is None or counts is None:
+        return _ck._test_program("unbiased", how, p.ndim == 1)(
+            y_true, p, k, counts, estimator="unbiased",
+            bandwidth=_scalar_array(nu, p.dtype), num_samples=num_samples, method=how,
+        )
+    x, w = _bucket_padded(pairs, p.shape[0])
+    uq, pv = _bootstrap_on_host(
+        _ck._bootstrap_pairs, (x, p.dtype.type(nu)), w, counts, _ck._pair_sum_options
+    )
+    return _ck.KernelCalibrationTest(*(_result(v, p.dtype) for v in (uq, pv, nu)))
+
+
+@host_first(_twin_kernel_calibration_error_classification)
 def kernel_calibration_error(
     y_true: Any,
     y_prob: Any,
@@ -461,7 +617,7 @@ def _classes(y_prob: Any) -> int | None:
     return 0 if len(shape) == 1 else int(shape[1])
 
 
-@host_first(_host.kernel_calibration_test_classification)
+@host_first(_twin_kernel_calibration_test_classification)
 def kernel_calibration_test(
     y_true: Any,
     y_prob: Any,

@@ -22,6 +22,7 @@ from bayescal._src.binned import (
 )
 from bayescal._src.binning import bin_index, bin_sums_from_edges, pallas_on_gpu
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.host import _NORMS, _REDUCTIONS, _device, _reduce, _result
 from bayescal._src.host import first as host_first
 from bayescal._src.options import NORMS, BinStrategy, KeyLike, Norm, Reduction
 from bayescal._src.reduce import check_reduction, clip_unit, reduce_scores
@@ -29,7 +30,7 @@ from bayescal._src.resampling import check_key
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal._src.warn import warn
-from bayescal.classification import _host
+from bayescal.classification._host import _bin_means, _binary, _binned
 from bayescal.classification._inputs import (
     Bins,
     binary_inputs,
@@ -219,7 +220,135 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
-@host_first(_host.reliability_curve)
+# --------------------------------------------------------------------------- host twins
+def _twin_brier_score(
+    y_true: Any,
+    y_prob: Any = None,
+    *,
+    logits: Any = None,
+    weights: Any = None,
+    reduction: str = "mean",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.brier_score` on the host."""
+    if (y_prob is None) == (logits is None) or reduction not in _REDUCTIONS:
+        return None
+    is_logit = logits is not None
+    data = _binary(y_true, logits if is_logit else y_prob, weights, not is_logit)
+    if data is None:
+        return None
+    y, p, w = data
+    dtype = p.dtype
+    if is_logit:
+        p = 0.5 + 0.5 * np.tanh(0.5 * p.astype(np.float64))  # the sigmoid
+    return _reduce((p - y) ** 2, w, reduction, dtype)
+
+
+def _twin_log_loss(
+    y_true: Any,
+    y_prob: Any = None,
+    *,
+    logits: Any = None,
+    eps: Any = None,
+    weights: Any = None,
+    reduction: str = "mean",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.log_loss` on the host."""
+    if (y_prob is None) == (logits is None) or reduction not in _REDUCTIONS:
+        return None
+    is_logit = logits is not None
+    if eps is not None and (is_logit or type(eps) is not float or not 0 < eps < 0.5):
+        return None
+    data = _binary(y_true, logits if is_logit else y_prob, weights, not is_logit)
+    if data is None:
+        return None
+    y, x, w = data
+    dtype = x.dtype
+    # In the input's dtype, as the kernel (the sums in float64, in _reduce).
+    if is_logit:  # y softplus(-z) + (1 - y) softplus(z)
+        loss = np.logaddexp(0.0, np.where(y == 1, -x, x))
+    else:
+        if eps is not None:  # reduce.clip_unit
+            one = dtype.type(1)
+            hi = min(dtype.type(1 - eps), np.nextafter(one, dtype.type(0)))
+            x = np.clip(x, max(dtype.type(eps), np.finfo(dtype).tiny), hi)
+        loss = -np.where(y == 1, np.log(x), np.log1p(-x))
+    return _reduce(loss, w, reduction, dtype)
+
+
+def _twin_expected_calibration_error(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 15,
+    strategy: Any = "uniform",
+    norm: Any = "l1",
+    debias: Any = False,
+    weights: Any = None,
+    key: Any = None,
+    num_samples: Any = 1000,
+    method: Any = "bernoulli",
+) -> jax.Array | None:
+    """:func:`bayescal.classification.expected_calibration_error` (plug-in) on the host."""
+    if (
+        debias is not False
+        or key is not None
+        or norm not in _NORMS
+        or method not in ("bernoulli", "normal")
+        or type(num_samples) is not int
+        or num_samples < 1
+    ):
+        return None
+    data = _binned(y_true, y_prob, weights, bins, strategy)
+    if data is None:
+        return None
+    y, p, w, edges, idx = data
+    num = edges.size - 1
+    # |ybar_k - pbar_k| n_k = |sum over bin k of (y - p)|, weighted: of w (y - p)
+    resid = y.astype(np.float64) - p
+    if w is None:
+        weight = np.bincount(idx, minlength=num).astype(np.float64)
+    else:
+        weight = np.bincount(idx, w, num)
+        resid *= w
+    full = weight > 0
+    weight = weight[full]
+    gap = np.abs(np.bincount(idx, resid, num)[full]) / weight
+    if norm == "max":
+        return _result(gap.max(), p.dtype)
+    share = weight / weight.sum()
+    if norm == "l1":
+        return _result(np.dot(share, gap), p.dtype)
+    return _result(np.sqrt(np.dot(share, gap * gap)), p.dtype)
+
+
+def _twin_reliability_curve(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 15,
+    strategy: Any = "uniform",
+    weights: Any = None,
+    return_edges: Any = False,
+) -> Any:
+    """:func:`bayescal.classification.reliability_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+
+    if not isinstance(return_edges, bool):
+        return None
+    data = _binned(y_true, y_prob, weights, bins, strategy)
+    if data is None:
+        return None
+    y, p, w, edges, idx = data
+    means = _bin_means(y, p, w, edges, idx)
+    if means is None:
+        return None
+    weight, expected, observed = means
+    e = _device(edges)
+    curve = CalibrationCurve(_device(expected), _device(observed), _device(weight), edges=e)
+    return (curve, e) if return_edges else curve
+
+
+@host_first(_twin_reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def reliability_curve(
     y_true: ArrayLike,
@@ -310,7 +439,7 @@ def reliability_curve(
     return (curve, edges) if return_edges else curve
 
 
-@host_first(_host.expected_calibration_error)
+@host_first(_twin_expected_calibration_error)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def expected_calibration_error(
     y_true: ArrayLike,
@@ -496,7 +625,7 @@ def _warns_on_probabilities_as_logits(fn: _F) -> _F:
 
 
 @_warns_on_probabilities_as_logits
-@host_first(_host.brier_score)
+@host_first(_twin_brier_score)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def brier_score(
     y_true: ArrayLike,
@@ -556,7 +685,7 @@ def brier_score(
 
 
 @_warns_on_probabilities_as_logits
-@host_first(_host.log_loss)
+@host_first(_twin_log_loss)
 @_v.validated(fuse=True, bucket=_BUCKET, per_observation=_v.unreduced)
 def log_loss(
     y_true: ArrayLike,

@@ -26,11 +26,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import newton
+from bayescal._src import newton as _newton
 from bayescal._src import validation as _v
+from bayescal._src.host import (
+    _BAD,
+    _F32,
+    _device,
+    _floats,
+    _normal,
+    _observation_weights,
+    _vector,
+)
 from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.warn import warn
-from bayescal.classification import _host
+from bayescal.classification._host import (
+    _SCALING_MAX,
+    _class_labels,
+    _eps_ok,
+    _softmax_rows,
+)
 from bayescal.classification._inputs import check_eps, multiclass_inputs
 
 __all__ = [
@@ -220,6 +235,304 @@ def _matrix_map(coef, intercept, x):
     return jax.nn.softmax(eta, axis=-1).astype(x.dtype)
 
 
+# --------------------------------------------------------------------------- host twins
+_SCALING_COST = 2e8
+
+
+def _multiclass_weights(weights: Any, y: np.ndarray, k: int, dtype: Any) -> np.ndarray | None:
+    """Checked observation weights in float64 (ones for None), or None: bad weights, or
+    a class without positive weight (the kernel path's messages)."""
+    if weights is None:
+        w = np.ones(y.size)
+    else:
+        w = _observation_weights(weights, np.empty(y.size, dtype))
+        if w is _BAD:
+            return None
+        w = w.astype(np.float64)
+    if not (np.bincount(y, w, k) > 0).all():
+        return None
+    return w
+
+
+def _logit_matrix(logits: Any) -> np.ndarray | None:
+    """Finite (and 0 or normal) ``[N, C]`` logits with ``C >= 2``, or None."""
+    z = _floats(logits, _SCALING_MAX)
+    if z is None or z.ndim != 2 or z.shape[0] == 0 or z.shape[1] < 2:
+        return None
+    return z if _normal(z.reshape(-1)) else None
+
+
+def multinomial_newton(
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    pen: np.ndarray,
+    gauge: np.ndarray,
+    target: np.ndarray,
+    start: np.ndarray,
+    max_steps: int = 100,
+) -> tuple[np.ndarray, bool]:
+    """``argmin_theta`` of ``classification._scaling._scaling_objective`` (divided by
+    the total weight) in float64: ``theta [K, D]``, ``eta_ik = theta_k . x_i`` for
+    shared features ``x [N, D]`` (matrix scaling) or ``theta_k . x_ik`` for ``x [N, K,
+    D]`` (vector scaling); the weighted mean multinomial NLL of the labels ``y`` plus
+    ``sum pen theta^2`` plus the gauge term ``1/2 sum_d gauge_d (sum_k theta_kd -
+    target_d)^2``.
+
+    The kernel's solver (:func:`~bayescal._src.newton.minimize_host`) from ``start``;
+    the objective is strictly convex (the gauge term fixes softmax's free shift), so
+    the optimum is the kernel's. False when the solver did not converge (the steps ran
+    out: separated classes, the kernel path warns)."""
+    k, d = start.shape
+    n = y.size
+    if n * k * k > _SCALING_MAX * 32:  # the [N, K, K] curvature weights: 32 MiB at most
+        return start, False
+    shared = x.ndim == 2
+    wn = w / w.sum()
+    rows = np.arange(n)
+    gauge = gauge.astype(np.float64)
+    # no BLAS (einsum runs its own loops): see _penalised_newton
+    if shared:
+        upper = np.triu_indices(d)
+        pairs = x[:, upper[0]] * x[:, upper[1]]  # [N, D(D+1)/2]
+    else:  # [K, D, N]: einsum's loops run over contiguous N (5x faster than [N, K, D])
+        x_t = np.ascontiguousarray(np.moveaxis(x, 0, -1))
+    fixed = np.diag(2 * pen.reshape(-1)) + np.kron(np.ones((k, k)), np.diag(gauge))
+
+    def objective(flat: np.ndarray) -> _newton.Derivatives:
+        theta = flat.reshape(k, d)
+        eta = np.einsum("nd,kd->nk", x, theta) if shared else np.einsum("kdn,kd->nk", x_t, theta)
+        top = eta.max(axis=1, keepdims=True)
+        e = np.exp(eta - top)
+        total = e.sum(axis=1, keepdims=True)
+        nll = top[:, 0] + np.log(total[:, 0]) - eta[rows, y]
+        off = (theta.sum(axis=0) - target) * gauge
+        val = np.einsum("n,n->", wn, nll) + np.sum(pen * theta**2) + 0.5 * np.sum(off**2)
+        q = e / total
+        wq = q * wn[:, None]
+        r = wq.copy()
+        r[rows, y] -= wn
+        if shared:
+            c = -np.einsum("nk,nl->nkl", wq, q)  # wn (diag(q) - q q')
+            c[:, np.arange(k), np.arange(k)] += wq
+            grad = np.einsum("nk,nd->kd", r, x)
+            packed = np.einsum("nkl,nj->klj", c, pairs)
+            full = np.empty((k, k, d, d))
+            full[:, :, upper[0], upper[1]] = packed
+            full[:, :, upper[1], upper[0]] = packed
+            hess = full.transpose(0, 2, 1, 3)
+        else:
+            grad = np.einsum("kn,kdn->kd", r.T, x_t)
+            # two-operand sums (einsum's fast loops): the outer part, then the blocks
+            wqx = (wq.T[:, None, :] * x_t).reshape(k * d, n)
+            qx = (q.T[:, None, :] * x_t).reshape(k * d, n)
+            hess = -np.einsum("pn,rn->pr", wqx, qx).reshape(k, d, k, d)
+            blocks = np.einsum("kdn,ken->kde", wqx.reshape(k, d, n), x_t)
+            hess[np.arange(k), :, np.arange(k), :] += blocks
+        grad = grad + 2 * pen * theta + off[None, :]
+        hess = hess.reshape(k * d, k * d) + fixed
+        val = float(val)  # every term >= 0: the magnitude is the value
+        return _newton.Derivatives(val, grad.reshape(-1), hess, val)
+
+    res = _newton.minimize_host(objective, start.reshape(-1), max_steps=max_steps)
+    return res.x.reshape(k, d), bool(res.converged)
+
+
+def _scaling_result(theta: np.ndarray, dtype: Any) -> np.ndarray | None:
+    """Fitted parameters in the kernel's dtype, or None (not finite, or subnormal)."""
+    out = theta.astype(dtype)
+    return out if _normal(out.reshape(-1)) else None
+
+
+def _twin_fit_vector_scaling(y_true: Any, logits: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_vector_scaling` on the host: the kernel's
+    objective (gauge: intercepts summing to 0) by :func:`multinomial_newton`."""
+
+    z = _logit_matrix(logits)
+    if z is None:
+        return None
+    n, k = z.shape
+    if n * (2 * k) ** 2 > _SCALING_COST:
+        return None
+    y = _class_labels(y_true, n, k)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, k, z.dtype)
+    if w is None:
+        return None
+    z64 = z.astype(np.float64)
+    x = np.stack([z64, np.ones_like(z64)], axis=-1)  # [N, K, 2]
+    start = np.stack([np.ones(k), np.zeros(k)], axis=1)
+    theta, ok = multinomial_newton(
+        x, y, w, np.zeros((k, 2)), np.array([False, True]), np.zeros(2), start
+    )
+    theta = _scaling_result(theta, z.dtype) if ok else None
+    if theta is None:
+        return None
+    return VectorScalingCalibrator(
+        _device(np.ascontiguousarray(theta[:, 0])), _device(np.ascontiguousarray(theta[:, 1]))
+    )
+
+
+def _matrix_fit(
+    y: np.ndarray, x: np.ndarray, w: np.ndarray, regularization: str, reg_lambda: float,
+    reg_mu: float, dtype: Any,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_fit_matrix_core`` on the host: ``(coef [K, K], intercept [K])`` or None."""
+
+    n, k = x.shape
+    if n * (k * (k + 1)) ** 2 > _SCALING_COST:
+        return None
+    pen, gauge, target = penalty_table(k, regularization, reg_lambda, reg_mu)
+    # the kernel's penalty is rounded to the dtype (before its scaling by the weight)
+    pen = pen.astype(dtype).astype(np.float64)
+    features = np.concatenate([x.astype(np.float64), np.ones((n, 1))], axis=1)
+    start = np.concatenate([np.eye(k), np.zeros((k, 1))], axis=1)
+    theta, ok = multinomial_newton(
+        features, y, w, pen, np.array(gauge), np.array(target), start
+    )
+    theta = _scaling_result(theta, dtype) if ok else None
+    if theta is None:
+        return None
+    return np.ascontiguousarray(theta[:, :k]), np.ascontiguousarray(theta[:, k])
+
+
+def _twin_fit_matrix_scaling(
+    y_true: Any, logits: Any, *, reg_lambda: Any = 0.0, reg_mu: Any = 0.0, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_matrix_scaling` on the host (ODIR penalty)."""
+
+    reg_lambda, reg_mu = _check_reg(reg_lambda, "reg_lambda"), _check_reg(reg_mu, "reg_mu")
+    z = _logit_matrix(logits)
+    if z is None:
+        return None
+    y = _class_labels(y_true, *z.shape)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, z.shape[1], z.dtype)
+    if w is None:
+        return None
+    fit = _matrix_fit(y, z, w, "odir", reg_lambda, reg_mu, z.dtype)
+    if fit is None:
+        return None
+    return MatrixScalingCalibrator(*(_device(a) for a in fit))
+
+
+def _twin_fit_dirichlet(
+    y_true: Any,
+    probs: Any,
+    *,
+    regularization: Any = "odir",
+    reg_lambda: Any = 0.0,
+    reg_mu: Any = 0.0,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_dirichlet` on the host: matrix scaling of the
+    log probabilities (taken in the dtype, clipped with ``eps``, as the kernel)."""
+
+    if regularization not in REGULARIZATIONS or not _eps_ok(eps):
+        return None
+    reg_lambda, reg_mu = _check_reg(reg_lambda, "reg_lambda"), _check_reg(reg_mu, "reg_mu")
+    if regularization == "l2" and reg_mu != 0:
+        return None
+    p = _floats(probs, _SCALING_MAX)
+    if p is None or p.ndim != 2 or p.shape[0] == 0 or p.shape[1] < 2:
+        return None
+    n, k = p.shape
+    if not _normal(p.reshape(-1), 0, 1):
+        return None
+    # rows summing to 1 (multiclass_inputs' tolerance, halved: near it, the kernel decides)
+    tol = 1e-4 if p.dtype == _F32 else 1e-8
+    if not (np.abs(p.astype(np.float64).sum(axis=1) - 1) <= 0.5 * tol * k).all():
+        return None
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+        q = p
+    else:
+        q = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    x = np.log(q)
+    if not _normal(x.reshape(-1)):
+        return None
+    y = _class_labels(y_true, n, k)
+    if y is None:
+        return None
+    w = _multiclass_weights(weights, y, k, p.dtype)
+    if w is None:
+        return None
+    fit = _matrix_fit(y, x, w, regularization, reg_lambda, reg_mu, p.dtype)
+    if fit is None:
+        return None
+    return DirichletCalibrator(*(_device(a) for a in fit), eps)
+
+
+def _scaling_params(calibrator: Any, matrix: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """A scaling calibrator's ``(coef, intercept)``: finite, of one float dtype."""
+    coef, intercept = _floats(calibrator.coef), _vector(calibrator.intercept)
+    if coef is None or intercept is None or not isinstance(calibrator.coef, jax.Array):
+        return None
+    k = intercept.size
+    if coef.shape != ((k, k) if matrix else (k,)) or coef.dtype != intercept.dtype:
+        return None
+    return (coef, intercept) if _normal(coef.reshape(-1)) and _normal(intercept) else None
+
+
+def _class_columns(x: Any, k: int) -> np.ndarray | None:
+    """``[N, k]`` inputs (N >= 1) of a calibrator's call, or None."""
+    a = _floats(x, _SCALING_MAX)
+    return a if a is not None and a.ndim == 2 and a.shape[0] and a.shape[1] == k else None
+
+
+def _twin_vector_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``VectorScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, False)
+    if params is None:
+        return None
+    coef, intercept = params
+    z = _class_columns(logits, coef.size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    dt = z.dtype
+    eta = z * coef.astype(dt) + intercept.astype(dt)  # in the dtype, as the kernel
+    return _device(_softmax_rows(eta.astype(np.float64), dt))
+
+
+def _twin_matrix_map(coef: np.ndarray, intercept: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``softmax(x W' + b)`` in ``x``'s dtype (float64 inside, no BLAS)."""
+    dt = x.dtype
+    w64, b64 = coef.astype(dt).astype(np.float64), intercept.astype(dt).astype(np.float64)
+    return _softmax_rows(np.einsum("nj,kj->nk", x.astype(np.float64), w64) + b64, dt)
+
+
+def _twin_matrix_scaling_apply(calibrator: Any, logits: Any) -> jax.Array | None:
+    """``MatrixScalingCalibrator.__call__`` on the host."""
+    params = _scaling_params(calibrator, True)
+    if params is None:
+        return None
+    z = _class_columns(logits, params[1].size)
+    if z is None or not _normal(z.reshape(-1)):
+        return None
+    return _device(_twin_matrix_map(*params, z))
+
+
+def _twin_dirichlet_apply(calibrator: Any, probs: Any) -> jax.Array | None:
+    """``DirichletCalibrator.__call__`` on the host (the log in the dtype)."""
+    params = _scaling_params(calibrator, True)
+    if params is None or not _eps_ok(calibrator.eps):
+        return None
+    p = _class_columns(probs, params[1].size)
+    if p is None or not _normal(p.reshape(-1), 0, 1):
+        return None
+    eps = calibrator.eps
+    if eps is None:
+        if not (p.min() > 0 and p.max() < 1):
+            return None  # log(0): the kernel's message
+    else:
+        p = np.clip(p, p.dtype.type(eps), p.dtype.type(1 - eps))
+    return _device(_twin_matrix_map(*params, np.log(p)))
+
+
 @newton.fast_jit
 def _matrix_apply(params, z):
     return _matrix_map(*params, z)
@@ -267,7 +580,7 @@ class VectorScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
-    @host_first(_host.vector_scaling_apply)
+    @host_first(_twin_vector_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -277,7 +590,7 @@ class VectorScalingCalibrator:
         return newton.apply_bucketed(_vector_apply, (self.coef, self.intercept), z)
 
 
-@host_first(_host.fit_vector_scaling)
+@host_first(_twin_fit_vector_scaling)
 def fit_vector_scaling(
     y_true: Any, logits: Any, *, weights: Any = None
 ) -> VectorScalingCalibrator:
@@ -411,7 +724,7 @@ class MatrixScalingCalibrator:
     coef: jax.Array
     intercept: jax.Array
 
-    @host_first(_host.matrix_scaling_apply)
+    @host_first(_twin_matrix_scaling_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, logits: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -421,7 +734,7 @@ class MatrixScalingCalibrator:
         return newton.apply_bucketed(_matrix_apply, (self.coef, self.intercept), z)
 
 
-@host_first(_host.fit_matrix_scaling)
+@host_first(_twin_fit_matrix_scaling)
 def fit_matrix_scaling(
     y_true: Any,
     logits: Any,
@@ -537,7 +850,7 @@ class DirichletCalibrator:
     intercept: jax.Array
     eps: float | None = None
 
-    @host_first(_host.dirichlet_apply)
+    @host_first(_twin_dirichlet_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, probs: Any) -> jax.Array:
         """Calibrated ``[N, C]`` probabilities (rows sum to 1)."""
@@ -566,7 +879,7 @@ def _no_zero(p: jax.Array, eps: float | None) -> None:
     )
 
 
-@host_first(_host.fit_dirichlet)
+@host_first(_twin_fit_dirichlet)
 def fit_dirichlet(
     y_true: Any,
     probs: Any,

@@ -14,12 +14,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayescal._src import newton
 from bayescal._src import validation as _v
+from bayescal._src.host import _device, _floats, _normal, _scalar, _vector
 from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
-from bayescal.classification import _host
 from bayescal.classification._calibrators import (
     _logistic_fit,
     _logit,
@@ -28,6 +29,9 @@ from bayescal.classification._calibrators import (
     _scores,
     _warn_not_converged,
 )
+from bayescal.classification._host import _MAX_BINS, _binary_logits, _eps_ok, _logistic_one
+from bayescal.classification._host import _logit as _host_logit
+from bayescal.classification._host import _platt_map as _host_platt_map
 from bayescal.classification._inputs import binary_inputs, check_eps
 
 __all__ = ["ScalingBinningCalibrator", "fit_scaling_binning"]
@@ -45,6 +49,86 @@ def _scaling_binning_map(a, b, edges, values, p, *, eps):
 @functools.partial(newton.fast_jit, static_argnames=("eps",))
 def _scaling_binning_apply(params, p, *, eps):
     return _scaling_binning_map(*params, p, eps=eps)
+
+
+# --------------------------------------------------------------------------- host twins
+def _twin_fit_scaling_binning(
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bins: Any = 10,
+    split: Any = 0.5,
+    soft_labels: Any = False,
+    eps: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.classification.fit_scaling_binning` on the host: the Platt step by
+    :func:`logistic_rows` (float64), the equal-mass bins of ``_equal_mass_bins``."""
+    if type(bins) is not int or not 1 <= bins <= _MAX_BINS:
+        return None
+    if split is not None and (type(split) is not float or not 0 < split < 1):
+        return None
+    if not isinstance(soft_labels, bool):
+        return None
+    if not _eps_ok(eps):
+        return None
+
+    data = _binary_logits(y_true, y_prob, weights, eps)
+    if data is None:
+        return None
+    y, p, w, f = data
+    dt = p.dtype
+    n = p.size
+    w = np.ones(n) if w is None else w.astype(np.float64)
+    m = n if split is None else int(np.floor(dt.type(split) * dt.type(n)))
+    first = np.arange(n) < m if split is not None else np.ones(n, bool)
+    w1 = np.where(first, w, 0.0)
+    w2 = w if split is None else np.where(first, 0.0, w)
+    if (w2 > 0).sum() < bins:
+        return None  # the kernel path raises its message
+    theta = _logistic_one(f, y, w1, soft_labels)
+    if theta is None:
+        return None
+    a, b = (np.asarray(-v, dt) for v in theta)
+    g = _host_platt_map(a, b, f, dt)
+    # Kumar et al.'s equal-mass groups of the weighted sample (as _equal_mass_bins)
+    order = np.argsort(g, kind="stable")
+    gs, cw = g[order], np.cumsum(w2.astype(dt)[order], dtype=dt)
+    total = cw[-1]
+    q = np.floor(total / dt.type(bins))
+    r = total - q * dt.type(bins)
+    k = np.arange(1, bins, dtype=dt)
+    boundary = k * q + np.minimum(k, r)
+    position = np.concatenate([boundary - 1, boundary])
+    at = gs[np.minimum(np.searchsorted(cw, position, side="right"), n - 1)]
+    inner = ((at[: bins - 1] + at[bins - 1 :]) / dt.type(2)).astype(dt)
+    edges = np.concatenate([np.zeros(1, dt), inner, np.ones(1, dt)])
+    idx = np.searchsorted(inner, g, side="left")  # the number of inner edges below g
+    weight = np.bincount(idx, w2, bins)
+    sums = np.bincount(idx, w2 * g.astype(np.float64), bins)
+    midpoint = (edges[:-1].astype(np.float64) + edges[1:]) / 2
+    values = np.where(weight > 0, sums / np.where(weight > 0, weight, 1), midpoint)
+    values = np.clip(np.maximum.accumulate(values.astype(dt)), 0, 1).astype(dt)
+    return ScalingBinningCalibrator(
+        _device(a), _device(b), _device(edges), _device(values), eps
+    )
+
+
+def _twin_scaling_binning_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
+    """``ScalingBinningCalibrator.__call__`` on the host."""
+    p = _floats(y_prob)
+    a, b = _scalar(calibrator.a), _scalar(calibrator.b)
+    edges, values = _vector(calibrator.edges), _vector(calibrator.values)
+    if p is None or a is None or b is None or edges is None or values is None:
+        return None
+    if p.size == 0 or not _normal(p.reshape(-1), 0, 1):
+        return None
+    f = _host_logit(p, calibrator.eps)
+    if f is None or not _normal(f):
+        return None
+    g = _host_platt_map(a, b, f, p.dtype)
+    k = np.searchsorted(edges[1:-1].astype(p.dtype), g, side="left")
+    return _device(values.astype(p.dtype)[k])
 
 
 @pytree_dataclass(data=("a", "b", "edges", "values"), meta=("eps",))
@@ -82,7 +166,7 @@ class ScalingBinningCalibrator:
         )
 
     @_v.validated  # checks fold into NaN under jit/vmap
-    @host_first(_host.scaling_binning_apply)
+    @host_first(_twin_scaling_binning_apply)
     def __call__(self, y_prob: Any) -> jax.Array:
         """Calibrated probabilities: one of the ``B`` bin values per input."""
         p = _scores(y_prob, "y_prob", probabilities=True)
@@ -138,7 +222,7 @@ class ScalingBinningCalibrator:
         return expected_calibration_error(y_true, q, bins=edges, norm="l2", debias=debias)
 
 
-@host_first(_host.fit_scaling_binning)
+@host_first(_twin_fit_scaling_binning)
 def fit_scaling_binning(
     y_true: Any,
     y_prob: Any,

@@ -35,11 +35,12 @@ from bayescal._src import validation as _v
 from bayescal._src.bands import cell_draws
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
+from bayescal._src.host import _device, _key_words, _result, _threefry2x32
 from bayescal._src.host import active as host_active
 from bayescal._src.host import first as host_first
 from bayescal._src.resampling import as_key, check_level
 from bayescal._src.sorting import column_quantiles, gather_all
-from bayescal.classification import _host
+from bayescal.classification._host import _binary
 from bayescal.classification._inputs import binary_inputs, quick_compiler_options
 
 __all__ = [
@@ -197,6 +198,214 @@ def _smece_kernel(y, p, w, sigma, grid, mesh, *, grid_size, mesh_size):
     return _smece(p, _residual_rows(y, p, w), sigma, grid, mesh, grid_size, mesh_size)
 
 
+# --------------------------------------------------------------------------- host twins
+def _relplot_smooth(
+    f: np.ndarray, rows: np.ndarray, sigma: float, grid: int, mesh: int, dtype: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """``classification._smooth._smooth`` (relplot's spreading, reflected Gaussian
+    convolution and interpolation) in float64: the mesh ``t`` in ``dtype`` and the
+    smoothed ``rows [R, N]`` on it ``[R, mesh]`` (float64)."""
+    x = f.astype(np.float64) * (grid - 1)
+    idx = np.clip(np.floor(x), 0, grid - 2).astype(np.intp)
+    frac = x - idx
+    spread = np.stack(
+        [
+            np.bincount(idx, (1 - frac) * r, grid) + np.bincount(idx + 1, frac * r, grid)
+            for r in rows
+        ]
+    )
+    tg = np.arange(grid) / (grid - 1)
+    ker = np.exp(-((tg - 0.5) ** 2) / (2 * sigma**2)) / (math.sqrt(2 * math.pi) * sigma)
+    # the grid reflected at both ends: v[E-1] ... v[1], v[0] ... v[E-1], v[E-2] ... v[0]
+    ext = np.concatenate([spread[:, :0:-1], spread, spread[:, -2::-1]], axis=1)
+    nfft = 1 << (ext.shape[1] + grid - 2).bit_length()  # >= the linear length
+    full = np.fft.irfft(np.fft.rfft(ext, nfft) * np.fft.rfft(ker, nfft), nfft)
+    conv = full[:, grid - 1 + grid // 2 : grid - 1 + grid // 2 + grid]
+    # the kernel's mesh: XLA divides by a constant as a product with its reciprocal
+    t = np.arange(mesh, dtype=dtype) * (np.asarray(1, dtype) / np.asarray(mesh - 1, dtype))
+    tt = t.astype(np.float64)
+    j = np.clip(np.floor(tt * (grid - 1)), 0, grid - 2).astype(np.intp)
+    bucket = 1 / (grid - 1)
+    resid = (tt - j * bucket) / bucket
+    return t, conv[:, j] * (1 - resid) + conv[:, j + 1] * resid
+
+
+def _relplot_smece(
+    p: np.ndarray, rows: np.ndarray, sigma: float, grid: int, mesh: int
+) -> float:
+    """smECE_sigma (relplot): ``sum |num / dens| dens / sum dens`` on its mesh."""
+
+    _, sm = _relplot_smooth(p, rows, sigma, grid, mesh, np.float64)
+    num, dens = sm[0], sm[1] + _DENSITY_EPS
+    return float(np.sum(np.abs(num / dens) * dens) / np.sum(dens))
+
+
+def _smooth_bandwidth(p: np.ndarray, rows: np.ndarray) -> tuple[int, float]:
+    """``classification._smooth._fixed_point_kernel``: relplot's bisection for
+    ``sigma = smECE_sigma``; ``(k, smece)`` with the bandwidth ``k / 1024``."""
+
+    lo, hi, value = 0, _UNIT, math.nan
+    for i in range(_SEARCH_STEPS + 1):
+        k = _UNIT if i == 0 else (lo + hi) // 2
+        sigma = k / _UNIT
+        if sigma < _SEARCH_EPS:  # accepted without an evaluation (relplot's predicate)
+            lo = k
+            continue
+        err = _relplot_smece(p, rows, sigma, *_twin_search_grid_sizes(k))
+        ok = sigma < err
+        if i == 0 or not ok:
+            hi, value = k, err
+        else:
+            lo = k
+        if i == 0 and ok:
+            break
+    return hi, value
+
+
+def _smooth_inputs(y_true: Any, y_prob: Any, bandwidth: Any) -> Any:
+    """Labels, probabilities and the bandwidth option (None or a float in (0, 1]), or
+    None for anything the kernel path decides."""
+    if bandwidth is not None and not (
+        type(bandwidth) in (float, int) and 0 < bandwidth <= 1
+    ):
+        return None
+    data = _binary(y_true, y_prob, None, True)
+    if data is None:
+        return None
+    return data[0], data[1], None if bandwidth is None else float(bandwidth)
+
+
+def _twin_search_grid_sizes(k: int) -> tuple[int, int]:
+    """``classification._smooth._search_grid_sizes`` (integer arithmetic)."""
+
+    k = max(k, _K_MIN)
+    grid = max((2 * 20 * _UNIT + k) // (2 * k), 2000) // 2 + 1
+    return grid, max((2 * 10 * _UNIT + k) // (2 * k), _MIN_MESH)
+
+
+def _twin_smooth_fixed_point(y_true: Any, y_prob: Any) -> tuple[float, jax.Array] | None:
+    """``(smece, bandwidth)`` of the fixed point on the host, or None; the bandwidth
+    as the kernel gives it (an array of the probabilities' dtype: traced, not static,
+    in the program it is passed to)."""
+    data = _smooth_inputs(y_true, y_prob, None)
+    if data is None:
+        return None
+    y, p, _ = data
+    rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+    k, err = _smooth_bandwidth(p, rows)
+    return err, _result(k / 1024, p.dtype)
+
+
+def _twin_smooth_calibration_error(
+    y_true: Any, y_prob: Any, *, bandwidth: Any = None, return_bandwidth: Any = False
+) -> Any:
+    """:func:`bayescal.classification.smooth_calibration_error` on the host (float64;
+    the bisection's decisions are the kernel's but for an error within float32
+    rounding of a bandwidth tried)."""
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    if data is None or not isinstance(return_bandwidth, bool):
+        return None
+
+    y, p, sigma = data
+    rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+    if sigma is None:
+        k, err = _smooth_bandwidth(p, rows)
+        sigma = k / 1024
+    else:
+        err = _relplot_smece(p, rows, sigma, *_grid_sizes(sigma))
+    out = _result(err, p.dtype)
+    # the kernel's bandwidth leaves its program as an array of the dtype
+    return (out, float(np.asarray(sigma, p.dtype))) if return_bandwidth else out
+
+
+def _twin_smooth_reliability_curve(
+    y_true: Any, y_prob: Any, *, bandwidth: Any = None, num_points: Any = 200
+) -> Any:
+    """:func:`bayescal.classification.smooth_reliability_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    ok_points = num_points is None or (type(num_points) is int and 2 <= num_points <= 10**6)
+    if data is None or not ok_points:
+        return None
+    y, p, sigma = data
+    if sigma is None:
+        rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+        k, _ = _smooth_bandwidth(p, rows)
+        sigma = k / 1024
+        grid = _twin_search_grid_sizes(k)[0]
+    else:
+        grid = _grid_sizes(sigma)[0]
+    mesh = _grid_sizes(sigma)[1] if num_points is None else num_points
+    t, sm = _relplot_smooth(
+        p, np.stack([y.astype(np.float64), np.ones(p.size)]), sigma, grid, mesh, p.dtype
+    )
+    dens = sm[1] + _DENSITY_EPS
+    mu = sm[0] / dens
+    return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))
+
+
+def _split_words(words: np.ndarray, count: int) -> np.ndarray:
+    """``jax.random.key_data(jax.random.split(key, count))`` of the key of ``words``
+    (the partitionable split: the threefry hash of the counters ``(0, i)``)."""
+    return _threefry2x32(words, np.zeros(count, np.uint32), np.arange(count, dtype=np.uint32))
+
+
+def _twin_smooth_reliability_band(
+    key: Any,
+    y_true: Any,
+    y_prob: Any,
+    *,
+    bandwidth: Any = None,
+    num_points: Any = 200,
+    num_samples: Any = 200,
+    level: Any = 0.95,
+) -> Any:
+    """:func:`bayescal.classification.smooth_reliability_band` on the host: the same
+    resamples (the kernel's split keys, :func:`_split_words`, seed NumPy's generator as
+    ``bands.cell_draws`` does), smoothed in float64."""
+    from bayescal._src.bands import _host_cell_draws, use_xla_draws
+    from bayescal._src.curve import CalibrationCurve
+
+    # several devices (or bands.xla_draws): the kernel draws with jax.random there
+    words = None if use_xla_draws() else _key_words(key)
+    data = _smooth_inputs(y_true, y_prob, bandwidth)
+    ok_points = num_points is None or (type(num_points) is int and 2 <= num_points <= 10**6)
+    ok_samples = type(num_samples) is int and 2 <= num_samples <= 10**5
+    if words is None or data is None or not ok_points or not ok_samples:
+        return None
+    if type(level) not in (float, int) or not 0 < level < 1:
+        return None
+    y, p, sigma = data
+    if sigma is None:
+        rows = np.stack([p.astype(np.float64) - y, np.ones(p.size)])
+        sigma = _smooth_bandwidth(p, rows)[0] / 1024
+    grid, mesh = _grid_sizes(sigma)
+    mesh = mesh if num_points is None else num_points
+    n = p.size
+    # the kernel's jobs: 0 the data, j >= 1 resample j with the (j - 1)-th split key
+    weights = np.empty((num_samples + 1, n), np.float64)
+    weights[0] = 1.0
+    weights[1:] = _host_cell_draws(
+        _split_words(words, num_samples), np.float64(n), np.ones(n), kind="resample"
+    )
+    y64 = y.astype(np.float64)
+    t, sm = _relplot_smooth(
+        p, np.concatenate([y64 * weights, weights]), sigma, grid, mesh, p.dtype
+    )
+    dens = sm[num_samples + 1 :] + _DENSITY_EPS
+    mu = sm[: num_samples + 1] / dens
+    alpha = (1 - float(np.asarray(level, p.dtype))) / 2
+    lower, upper = np.quantile(mu[1:], [alpha, 1 - alpha], axis=0)
+    return CalibrationCurve(
+        _device(t),
+        _result(mu[0], p.dtype),
+        _result(dens[0], p.dtype),
+        _result(lower, p.dtype),
+        _result(upper, p.dtype),
+    )
+
+
 @jax.jit
 def _fixed_point_kernel(y, p, w):
     """relplot's ``search_param``: bisection on (0, 1] for ``sigma = smECE_sigma``.
@@ -277,7 +486,7 @@ def _resolve(y, p, w, bandwidth) -> tuple[_Bandwidth, jax.Array | None]:
 _BUCKET = {"y_true": 0, "y_prob": 0}
 
 
-@host_first(_host.smooth_calibration_error)
+@host_first(_twin_smooth_calibration_error)
 def smooth_calibration_error(
     y_true: ArrayLike,
     y_prob: ArrayLike,
@@ -385,7 +594,7 @@ def _mesh_size(num_points: Any, sigma: Any) -> int:
     return _grid_sizes(float(sigma))[1]
 
 
-@host_first(_host.smooth_reliability_curve)
+@host_first(_twin_smooth_reliability_curve)
 @_v.validated(fuse=True, bucket=_BUCKET, compiler_options=quick_compiler_options)
 def smooth_reliability_curve(
     y_true: ArrayLike,
@@ -506,7 +715,7 @@ def _pointwise_quantiles(
     return out[0], out[1]
 
 
-@host_first(_host.smooth_reliability_band)
+@host_first(_twin_smooth_reliability_band)
 def smooth_reliability_band(
     key: Any,
     y_true: ArrayLike,
@@ -569,7 +778,7 @@ def smooth_reliability_band(
         # then the band at that bandwidth with its grid known before compiling: one
         # convolution size and no search in the resampling program (0.87 s -> see
         # docs/benchmarks.md for the first call; equal to float precision).
-        found = _host.smooth_fixed_point(y_true, y_prob) if host_active() else None
+        found = _twin_smooth_fixed_point(y_true, y_prob) if host_active() else None
         if found is None:  # (on the host: no program for the search)
             found = _smooth_calibration_error(y_true, y_prob, bandwidth=None)
         found = found[1]

@@ -10,6 +10,7 @@ vmappable (invalid values give NaN there).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -18,12 +19,20 @@ import numpy as np
 from jax.scipy.special import erfc, gammaincc
 
 from bayescal._src import validation as _v
+from bayescal._src.host import _device, _flushed, _result
 from bayescal._src.host import first as host_first
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal._src.warn import warn
-from bayescal.classification import _host
 from bayescal.classification._calibrators import _logistic_fit, _logit, _no_infinite_logits
+from bayescal.classification._host import (
+    _MAX_BINS,
+    _binary,
+    _binary_logits,
+    _binned,
+    _eps_ok,
+    _logistic_one,
+)
 from bayescal.classification._inputs import (
     binary_inputs,
     check_eps,
@@ -100,7 +109,103 @@ def _calibration_slope(y_true, y_prob, weights, *, eps):
     return _slope_kernel(y, p, _v.mask_weights(w, p.shape, p.dtype), eps=eps)
 
 
-@host_first(_host.calibration_slope_intercept)
+# --------------------------------------------------------------------------- host twins
+def _twin_calibration_slope_intercept(
+    y_true: Any, y_prob: Any, *, weights: Any = None, eps: Any = None
+) -> Any:
+    """:func:`bayescal.classification.calibration_slope_intercept` on the host: Cox's
+    logistic fit by :func:`logistic_rows` (hard labels, float64), the same optimum as
+    the kernel's Newton solver (the loss is convex)."""
+    if not _eps_ok(eps):
+        return None
+
+    data = _binary_logits(y_true, y_prob, weights, eps)
+    if data is None:
+        return None
+    y, p, w, f = data
+    theta = _logistic_one(f, y, w, False)
+    if theta is None:
+        return None
+    slope, intercept = theta
+    f64, y64 = f.astype(np.float64), y.astype(np.float64)
+    w = np.ones(y.size) if w is None else w.astype(np.float64)
+
+    def nll(eta: np.ndarray) -> np.ndarray:  # softplus(-+eta), per observation
+        return np.logaddexp(0.0, np.where(y64 > 0.5, -eta, eta))
+
+    stat = max(2 * float(np.sum(w * (nll(f64) - nll(slope * f64 + intercept)))), 0.0)
+    dt = p.dtype
+    # the kernel rounds the statistic to the dtype before exp(-stat / 2)
+    stat_dt = dt.type(stat)
+    return CalibrationSlope(
+        _result(slope, dt),
+        _result(intercept, dt),
+        _result(stat_dt, dt),
+        _device(_flushed(np.asarray(np.exp(-np.float64(stat_dt) / 2), dt))),
+    )
+
+
+def _twin_hosmer_lemeshow(
+    y_true: Any, y_prob: Any, bins: Any = 10, *, dof: Any = None, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.hosmer_lemeshow` on the host (unweighted)."""
+    if weights is not None or type(bins) is not int or not 3 <= bins <= _MAX_BINS:
+        return None
+    if dof is not None and (type(dof) is not int or dof < 1):
+        return None
+    from scipy.special import gammaincc
+
+
+    data = _binned(y_true, y_prob, None, bins, "quantile")
+    if data is None or data[1].size < bins:  # too few observations: the kernel raises
+        return None
+    y, p, _, _, idx = data
+    n_k = np.bincount(idx, minlength=bins).astype(np.float64)
+    full = n_k > 0
+    pbar = np.bincount(idx, p.astype(np.float64), bins)[full] / n_k[full]
+    ybar = np.bincount(idx, y.astype(np.float64), bins)[full] / n_k[full]
+    dt = p.dtype
+    # the kernel's per-bin means are in the dtype: round them the same way
+    pbar, ybar = pbar.astype(dt).astype(np.float64), ybar.astype(dt).astype(np.float64)
+    denom = pbar * (1 - pbar)
+    keep = denom > 0
+    stat = dt.type(np.sum(n_k[full][keep] * (ybar[keep] - pbar[keep]) ** 2 / denom[keep]))
+    if np.any(~keep & (ybar != pbar)):  # an event where every prediction was 0 (or 1)
+        stat = dt.type(np.inf)
+    if dof is None:
+        dof = int(full.sum()) - 2
+        if dof < 1:
+            return None  # too few filled groups: the kernel raises
+    p_value = gammaincc(dof / 2, np.float64(stat) / 2)
+    return HosmerLemeshowTest(
+        _result(stat, dt),
+        _device(np.asarray(dof, np.int32)),
+        _device(_flushed(np.asarray(p_value, dt))),
+    )
+
+
+def _twin_spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.spiegelhalter_z` on the host (the p-value by
+    ``math.erfc``: importing scipy.special took 0.3-0.56 s of a first call)."""
+
+    data = _binary(y_true, y_prob, weights, True)
+    if data is None:
+        return None
+    y, p, w = data
+    p64 = p.astype(np.float64)
+    ww = np.ones_like(p64) if w is None else w.astype(np.float64)
+    c = 1 - 2 * p64
+    num = np.sum(ww * (y - p64) * c)
+    var = np.sum(ww * c * c * p64 * (1 - p64))
+    if not var > 0:
+        return None  # z is NaN or infinite: the kernel's value
+    dt = p.dtype
+    z = dt.type(num / np.sqrt(var))
+    p_value = _flushed(np.asarray(math.erfc(abs(float(z)) / math.sqrt(2)), dt))
+    return SpiegelhalterTest(_result(z, dt), _device(p_value))
+
+
+@host_first(_twin_calibration_slope_intercept)
 def calibration_slope_intercept(
     y_true: Any, y_prob: Any, *, weights: Any = None, eps: float | None = None
 ) -> CalibrationSlope:
@@ -193,7 +298,7 @@ def _spiegelhalter_kernel(y, p, w):
     return SpiegelhalterTest(z, erfc(jnp.abs(z) / jnp.sqrt(2.0).astype(p.dtype))), var
 
 
-@host_first(_host.spiegelhalter_z)
+@host_first(_twin_spiegelhalter_z)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def spiegelhalter_z(y_true: Any, y_prob: Any, *, weights: Any = None) -> SpiegelhalterTest:
     r"""Spiegelhalter's z test of calibration.
@@ -315,7 +420,7 @@ def _hl_kernel(y, p, mask, w, *, num_bins, dof):
     return HosmerLemeshowTest(stat, df, p_value)
 
 
-@host_first(_host.hosmer_lemeshow)
+@host_first(_twin_hosmer_lemeshow)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def hosmer_lemeshow(
     y_true: Any,

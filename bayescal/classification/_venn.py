@@ -19,17 +19,20 @@ import numpy as np
 
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import _F32, _F64, _device, _floats, _normal
 from bayescal._src.host import first as host_first
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import gather_all, mesh_safe_callback
 from bayescal._src.ties import isotonic_fit, pool_ties
+from bayescal._src.validation import host_resident
 from bayescal.classification import _host
 from bayescal.classification._calibrators import (
     _isotonic_apply,
     _scores,
     _zero_weight_to_a_tie,
 )
+from bayescal.classification._host import _binary
 from bayescal.classification._inputs import binary_inputs, isotonic_fit_compiler_options
 
 __all__ = [
@@ -193,6 +196,147 @@ def _venn_abers_apply(thresholds, p0_table, p1_table, s):
     return p0, p1
 
 
+# --------------------------------------------------------------------------- host twins
+# A lookup is a binary search per score (a few ms per 1e5 scores in NumPy): cheaper
+# than compiling the kernel's searchsorted up to far larger inputs than HOST_MAX.
+_VENN_MAX = 1 << 20
+
+
+def _venn_tables(calibrator: Any, ndim: int) -> list[np.ndarray] | None:
+    fields = (calibrator.thresholds, calibrator.p0_table, calibrator.p1_table)
+    if not all(
+        isinstance(a, jax.Array) and a.ndim == ndim and a.size and host_resident(a)
+        for a in fields
+    ):
+        return None
+    out = [np.asarray(a) for a in fields]
+    if out[0].dtype not in (_F32, _F64) or any(a.dtype != out[0].dtype for a in out):
+        return None
+    return out
+
+
+def _twin_venn_abers_apply(calibrator: Any, y_score: Any, output: str = "pair") -> Any:
+    """``VennAbersCalibrator`` calls on the host (the kernel's searchsorted lookup)."""
+    tables = _venn_tables(calibrator, 1)
+    s = _floats(y_score, _VENN_MAX)
+    if tables is None or s is None or s.size == 0 or not _normal(s.reshape(-1)):
+        return None
+    t, p0_table, p1_table = (a.astype(s.dtype) for a in tables)
+    last = t.shape[-1] - 1  # XLA clamps the index past the end to the last slot
+    p0 = p0_table[np.minimum(np.searchsorted(t, s, side="right"), last)]
+    p1 = p1_table[np.minimum(np.searchsorted(t, s, side="left"), last)]
+    if output == "probability":
+        return _device((p1 / (1 - p0 + p1)).astype(s.dtype))
+    if output == "interval":
+        return _device(np.stack([p0, p1], axis=-1))
+    return _device(p0), _device(p1)
+
+
+def _twin_cross_venn_abers_apply(calibrator: Any, y_score: Any, output: str = "pair") -> Any:
+    """``CrossVennAbersCalibrator`` calls on the host, for scores of shape [M, K]."""
+    tables = _venn_tables(calibrator, 2)
+    s = _floats(y_score, _VENN_MAX)
+    if tables is None or s is None or s.size == 0 or s.ndim != 2:
+        return None
+    k = tables[0].shape[0]
+    if s.shape[1] != k or not _normal(s.reshape(-1)):
+        return None
+    t, p0_table, p1_table = (a.astype(s.dtype) for a in tables)
+    last = t.shape[-1] - 1  # XLA clamps the index past the end to the last slot
+
+    def lookup(table: np.ndarray, side: str) -> np.ndarray:
+        idx = [
+            np.minimum(np.searchsorted(t[j], s[:, j], side=side), last) for j in range(k)
+        ]
+        return np.stack([table[j][i] for j, i in enumerate(idx)], axis=-1)
+
+    p0, p1 = lookup(p0_table, "right"), lookup(p1_table, "left")
+    if output == "probability":
+        g1 = np.exp(np.mean(np.log(p1), axis=-1))
+        g0 = np.exp(np.mean(np.log1p(-p0), axis=-1))
+        return _device((g1 / (g0 + g1)).astype(s.dtype))
+    if output == "interval":
+        return _device(np.stack([p0.min(axis=-1), p1.max(axis=-1)], axis=-1))
+    return _device(p0), _device(p1)
+
+
+def _twin_venn_abers_probability(calibrator: Any, y_score: Any) -> Any:
+    """``VennAbersCalibrator.probability`` on the host."""
+    return _twin_venn_abers_apply(calibrator, y_score, "probability")
+
+
+def _twin_venn_abers_interval(calibrator: Any, y_score: Any) -> Any:
+    """``VennAbersCalibrator.interval`` on the host."""
+    return _twin_venn_abers_apply(calibrator, y_score, "interval")
+
+
+def _twin_cross_venn_abers_probability(calibrator: Any, y_score: Any) -> Any:
+    """``CrossVennAbersCalibrator.probability`` on the host."""
+    return _twin_cross_venn_abers_apply(calibrator, y_score, "probability")
+
+
+def _twin_cross_venn_abers_interval(calibrator: Any, y_score: Any) -> Any:
+    """``CrossVennAbersCalibrator.interval`` on the host."""
+    return _twin_cross_venn_abers_apply(calibrator, y_score, "interval")
+
+
+def _twin_fit_venn_abers(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_venn_abers` on the host (its kernel's
+    callback, called directly: no program to compile)."""
+
+    data = _binary(y_true, y_score, weights, probabilities=False)
+    if data is None:
+        return None
+    y, s, w = data
+    out = _host_venn_abers(s, y, np.ones_like(s) if w is None else w)
+    return VennAbersCalibrator(*(_device(a) for a in out))
+
+
+def _twin_fit_cross_venn_abers(
+    y_true: Any, y_score: Any, folds: Any, *, weights: Any = None
+) -> Any:
+    """:func:`bayescal.classification.fit_cross_venn_abers` on the host."""
+
+    data = _binary(y_true, y_score, weights, probabilities=False)
+    if data is None:
+        return None
+    y, s, w = data
+    fold, num = _check_fold_ids(folds, s.size)  # its errors: the kernel path raises them
+    w = np.ones_like(s) if w is None else w
+    member = fold[None, :] == np.arange(num)[:, None]
+    wk = np.where(member, w[None, :], np.zeros((), s.dtype))
+    out = _host_venn_abers(np.broadcast_to(s, wk.shape), np.broadcast_to(y, wk.shape), wk)
+    return CrossVennAbersCalibrator(*(_device(np.ascontiguousarray(a)) for a in out))
+
+
+def _twin_fit_centered_isotonic(y_true: Any, y_score: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.classification.fit_centered_isotonic` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted PAV)
+    from bayescal._src.isotonic import _pav_row
+    from bayescal._src.ties import pool_ties
+
+    data = _binary(y_true, y_score, None, probabilities=False)
+    if data is None:
+        return None
+    y, s, _ = data
+    pooled = pool_ties(s, y)
+    weight = pooled.weight.astype(np.float64)
+    fit = _pav_row(pooled.mean.astype(np.float64), weight)
+    start = np.r_[True, fit[1:] != fit[:-1]]  # each level set: one point
+    block = np.cumsum(start) - 1
+    thr = pooled.thresholds.astype(np.float64)
+    first = thr[start]  # the weighted mean score about the block's first score
+    centers = first + np.bincount(block, weight * (thr - first[block])) / np.bincount(
+        block, weight
+    )
+    level = fit[start]
+    pad = s.size - centers.size  # the kernel's fixed-size output repeats the last point
+    centers = np.concatenate([centers, np.repeat(centers[-1:], pad)]).astype(s.dtype)
+    level = np.concatenate([level, np.repeat(level[-1:], pad)]).astype(s.dtype)
+    return CenteredIsotonicCalibrator(_device(centers), _device(level))
+
+
 @pytree_dataclass(data=("thresholds", "p0_table", "p1_table"))
 class VennAbersCalibrator:
     """Inductive Venn-ABERS predictor: a pair of isotonic probabilities per score.
@@ -222,13 +366,13 @@ class VennAbersCalibrator:
         size = bucket_size(self.thresholds.shape[0] - 1) + 1
         return VennAbersCalibrator(*(pad_axis(k, size) for k in fields))
 
-    @host_first(_host.venn_abers_apply)
+    @host_first(_twin_venn_abers_apply)
     def __call__(self, y_score: Any) -> tuple[jax.Array, jax.Array]:
         """The multiprobability pair ``(p0, p1)`` of each score, ``p0 <= p1``."""
         cal = self._bucketed()
         return _apply_venn_abers(cal.thresholds, cal.p0_table, cal.p1_table, y_score)
 
-    @host_first(_host.venn_abers_probability)
+    @host_first(_twin_venn_abers_probability)
     def probability(self, y_score: Any) -> jax.Array:
         """Merged probability ``p1 / (1 - p0 + p1)``, strictly inside (0, 1).
 
@@ -249,7 +393,7 @@ class VennAbersCalibrator:
             cal.thresholds, cal.p0_table, cal.p1_table, y_score, output="probability"
         )
 
-    @host_first(_host.venn_abers_interval)
+    @host_first(_twin_venn_abers_interval)
     def interval(self, y_score: Any) -> jax.Array:
         """``[p0, p1]`` stacked on a last axis of size 2 (the probability interval).
 
@@ -289,7 +433,7 @@ def _apply_venn_abers(thresholds, p0_table, p1_table, y_score: Any, output: str 
     return p0, p1
 
 
-@host_first(_host.fit_venn_abers)
+@host_first(_twin_fit_venn_abers)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_score": 0, "weights": 0},
@@ -436,7 +580,7 @@ class CrossVennAbersCalibrator:
         """
         return VennAbersCalibrator(self.thresholds[k], self.p0_table[k], self.p1_table[k])
 
-    @host_first(_host.cross_venn_abers_apply)
+    @host_first(_twin_cross_venn_abers_apply)
     def __call__(self, y_score: Any) -> tuple[jax.Array, jax.Array]:
         """The folds' pairs ``(p0, p1)``, each of shape [M, K], for scores [M, K].
 
@@ -447,7 +591,7 @@ class CrossVennAbersCalibrator:
         cal = self._bucketed()
         return _apply_cross_venn_abers(cal.thresholds, cal.p0_table, cal.p1_table, y_score)
 
-    @host_first(_host.cross_venn_abers_probability)
+    @host_first(_twin_cross_venn_abers_probability)
     def probability(self, y_score: Any) -> jax.Array:
         """Merged probability ``GM(p1) / (GM(1 - p0) + GM(p1))`` over the folds.
 
@@ -468,7 +612,7 @@ class CrossVennAbersCalibrator:
             cal.thresholds, cal.p0_table, cal.p1_table, y_score, output="probability"
         )
 
-    @host_first(_host.cross_venn_abers_interval)
+    @host_first(_twin_cross_venn_abers_interval)
     def interval(self, y_score: Any) -> jax.Array:
         """``[min_k p0, max_k p1]`` stacked on a last axis of size 2.
 
@@ -543,7 +687,7 @@ def _fit_cross(y_true, y_score, fold_ids, num_folds, weights=None):
     return CrossVennAbersCalibrator(*out)
 
 
-@host_first(_host.fit_cross_venn_abers)
+@host_first(_twin_fit_cross_venn_abers)
 def fit_cross_venn_abers(
     y_true: Any, y_score: Any, folds: Any, *, weights: Any = None
 ) -> CrossVennAbersCalibrator:
@@ -673,7 +817,7 @@ def _centered_kernel(s, y, w):
     return _centers_1d(fit.thresholds, fit.values, fit.weight, fit.num_thresholds)
 
 
-@host_first(_host.fit_centered_isotonic)
+@host_first(_twin_fit_centered_isotonic)
 @_v.validated(
     fuse=True,
     bucket={"y_true": 0, "y_score": 0, "weights": 0},

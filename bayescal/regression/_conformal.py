@@ -16,6 +16,7 @@ scores with ``k = ceil((n + 1)(1 - alpha))``, which gives marginal coverage
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from fractions import Fraction
@@ -27,13 +28,14 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.host import _device, _floats, _limits, _normal, _vector
 from bayescal._src.host import first as host_first
 from bayescal._src.options import coverage_and_alpha
 from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import sort_last_axis
 from bayescal._src.ties import argsort_last_axis
-from bayescal.regression import _host
+from bayescal._src.validation import host_resident
 
 __all__ = [
     "ConformalCalibrator",
@@ -116,6 +118,132 @@ def _rank(n: int, alpha: float) -> np.ndarray:
     return np.asarray(conformal_rank(n, alpha), np.int32)
 
 
+# --------------------------------------------------------------------------- host twins
+@functools.lru_cache(maxsize=256)
+def _twin_rank(n: int, alpha: Any) -> int:
+
+    return conformal_rank(n, alpha)  # raises for a bad alpha or too small an n
+
+
+def _kth(scores: np.ndarray, k: int) -> np.ndarray | None:
+    """The ``k``-th smallest score (0-d), or None if subnormal (the kernel has 0)."""
+    q = np.partition(scores, k - 1)[k - 1]
+    return None if 0 < abs(q) < _limits(q.dtype).tiny else np.asarray(q)
+
+
+def _twin_fit_conformal(
+    y_true: Any, loc: Any, scale: Any = None, *, alpha: Any = 0.1, weights: Any = None
+) -> Any:
+    """:func:`bayescal.regression.fit_conformal` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted quantile)
+
+    y, mu = _vector(y_true), _vector(loc)
+    if y is None or mu is None or y.shape != mu.shape:
+        return None
+    k = _twin_rank(y.size, alpha)
+    scores = np.abs(y - mu)  # NumPy promotes float32 and float64 as JAX does
+    lim = _limits(scores.dtype)
+    if not scores.max() <= lim.big:  # NaN or inf in an input
+        return None
+    # With one dtype and every score at least 2 safe, no difference is subnormal and
+    # a subnormal input (0 for XLA) changes none. Else every value is checked.
+    plain = y.dtype == mu.dtype and scores.min() >= 2 * lim.safe
+    if not (plain or (_normal(y) and _normal(mu) and _normal(scores))):
+        return None
+    if scale is not None:
+        s = _vector(scale)
+        if s is None or s.shape != y.shape or not _normal(s, _limits(s.dtype).tiny):
+            return None
+        scores = scores / s
+    q = _kth(scores, k)  # the k-th commutes with XLA's flush of subnormal scores
+    if q is None:
+        return None
+    return ConformalCalibrator(_device(q), float(alpha), scale is not None)
+
+
+def _twin_fit_conformalized_quantile(
+    y_true: Any, lower: Any, upper: Any, *, alpha: Any = 0.1, weights: Any = None
+) -> Any:
+    """:func:`bayescal.regression.fit_conformalized_quantile` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted quantile)
+
+    y, lo, hi = _vector(y_true), _vector(lower), _vector(upper)
+    if y is None or lo is None or hi is None or not y.shape == lo.shape == hi.shape:
+        return None
+    if not (_normal(y) and _normal(lo) and _normal(hi)):
+        return None
+    # max(lo - y, y - hi): XLA flushes subnormal results to 0, a nondecreasing map
+    # that the k-th smallest commutes with; only the k-th must not be subnormal.
+    q = _kth(np.maximum(lo - y, y - hi), _twin_rank(y.size, alpha))
+    if q is None:
+        return None
+    return ConformalizedQuantileCalibrator(_device(q), float(alpha))
+
+
+def _quantile(calibrator: Any) -> np.ndarray | None:
+    """A fitted calibrator's quantile as a 0-d array: 0, or at least ``safe``."""
+    q = calibrator.quantile
+    if not (isinstance(q, jax.Array) and q.ndim == 0 and host_resident(q)):
+        return None
+    q = np.asarray(q)
+    v = abs(q.item())
+    lim = _limits(q.dtype)
+    return q if v == 0 or lim.safe <= v <= lim.big else None
+
+
+def _addable(x: np.ndarray, half: np.ndarray, zero: bool) -> bool:
+    """Whether ``x -/+ half`` in NumPy is what XLA computes, for finite ``x``.
+
+    ``half`` holds 0 (``zero``) or only values of at least ``safe``: then a
+    subnormal ``x`` (0 for XLA) is lost in the rounding and no result is subnormal.
+    Where the result is ``x`` itself (``zero``), or ``x`` is converted to another
+    dtype first, ``x`` must have no subnormal value.
+    """
+    if zero or x.dtype.itemsize < half.dtype.itemsize:  # float32 x, float64 half
+        return _normal(x.reshape(-1))
+    return bool(np.abs(x).max() <= _limits(x.dtype).big)
+
+
+def _twin_conformal_interval(calibrator: Any, loc: Any, scale: Any = None) -> Any:
+    """``ConformalCalibrator.__call__`` on the host."""
+    q = _quantile(calibrator)
+    mu = _floats(loc)
+    if q is None or mu is None or mu.size == 0:
+        return None
+    if calibrator.normalized:
+        s = _floats(scale) if scale is not None else None
+        if s is None or s.size == 0 or not _normal(s.reshape(-1), _limits(s.dtype).tiny):
+            return None
+        if np.broadcast_shapes(s.shape, mu.shape) != mu.shape:
+            return None
+        half = q * s
+        m = np.abs(half)
+        zero = not m.any()
+        if not (zero or m.min() >= _limits(half.dtype).safe):
+            return None
+    elif scale is not None:
+        return None
+    else:
+        half, zero = q, q.item() == 0
+    if not _addable(mu, half, zero):
+        return None
+    return _device(mu - half), _device(mu + half)  # in the kernel's result dtype
+
+
+def _twin_cqr_interval(calibrator: Any, lower: Any, upper: Any) -> Any:
+    """``ConformalizedQuantileCalibrator.__call__`` on the host."""
+    q = _quantile(calibrator)
+    lo, hi = _floats(lower), _floats(upper)
+    if q is None or lo is None or hi is None or lo.shape != hi.shape or lo.size == 0:
+        return None
+    zero = q.item() == 0
+    if not (_addable(lo, q, zero) and _addable(hi, q, zero)):
+        return None
+    return _device(lo - q), _device(hi + q)
+
+
 @pytree_dataclass(data=("quantile",), meta=("alpha", "normalized"))
 class ConformalCalibrator:
     r"""Fitted split-conformal intervals: ``loc -/+ quantile`` (times ``scale``).
@@ -139,7 +267,7 @@ class ConformalCalibrator:
         """The nominal coverage it was fitted for, ``1 - alpha``."""
         return coverage_and_alpha(None, self.alpha)[0]
 
-    @host_first(_host.conformal_interval)
+    @host_first(_twin_conformal_interval)
     def __call__(
         self, loc: ArrayLike, scale: ArrayLike | None = None
     ) -> tuple[jax.Array, jax.Array]:
@@ -178,7 +306,7 @@ class ConformalizedQuantileCalibrator:
         """The nominal coverage it was fitted for, ``1 - alpha``."""
         return coverage_and_alpha(None, self.alpha)[0]
 
-    @host_first(_host.cqr_interval)
+    @host_first(_twin_cqr_interval)
     def __call__(self, lower: ArrayLike, upper: ArrayLike) -> tuple[jax.Array, jax.Array]:
         """The conformalized interval for new predicted lower / upper quantiles."""
         return _cqr_interval(self.quantile, lower, upper)
@@ -295,7 +423,7 @@ def fit_conformal(
     return _fit_conformal_alpha(y_true, loc, scale, alpha=a, weights=weights)
 
 
-@host_first(_host.fit_conformal)
+@host_first(_twin_fit_conformal)
 def _fit_conformal_alpha(y_true, loc, scale=None, *, alpha, weights=None):
     """:func:`fit_conformal` for a resolved ``alpha`` (the host path tried first)."""
     # Shapes, alpha and the rank here (n is known); the values and the scores in one
@@ -399,7 +527,7 @@ def fit_conformalized_quantile(
     return _fit_cqr_alpha(y_true, lower, upper, alpha=a, weights=weights)
 
 
-@host_first(_host.fit_conformalized_quantile)
+@host_first(_twin_fit_conformalized_quantile)
 def _fit_cqr_alpha(y_true, lower, upper, *, alpha, weights=None):
     """:func:`fit_conformalized_quantile` for a resolved ``alpha`` (host path first)."""
     y = _one_d(y_true, "y_true")

@@ -22,12 +22,26 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import validation as _v
 from bayescal._src import xla_options
+from bayescal._src.host import (
+    _bootstrap_on_host,
+    _bucket_padded,
+    _kernel_bandwidth,
+    _linear_pairs,
+    _linear_test,
+    _median_heuristic,
+    _normal,
+    _result,
+    _scalar_array,
+    _unbiased_draws,
+    _unbiased_on_host,
+    _vector,
+)
 from bayescal._src.host import first as host_first
-from bayescal.regression import _host
 
 __all__ = ["KernelCalibrationTest", "kernel_calibration_error", "kernel_calibration_test"]
 
@@ -323,7 +337,126 @@ def _kce(y_true, loc, scale, *, estimator, bandwidth, target_bandwidth):
     return _error_kernel(y, m, s, w, bandwidth, target_bandwidth, estimator=estimator)
 
 
-@host_first(_host.kernel_calibration_error_regression)
+# --------------------------------------------------------------------------- host twins
+def _regression_skce_inputs(
+    y_true: Any, loc: Any, scale: Any, bandwidth: Any, target_bandwidth: Any, minimum: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float] | None:
+    """Checked targets, means and scales (one dtype, ``[N]``, at least ``minimum``)
+    and the two bandwidths (the median heuristics where not given), or None."""
+    y, m, s = _vector(y_true), _vector(loc), _vector(scale)
+    if y is None or m is None or s is None or not y.shape == m.shape == s.shape:
+        return None
+    if not y.dtype == m.dtype == s.dtype or y.size < minimum:
+        return None
+    if not (_normal(y) and _normal(m) and _normal(s, 0) and s.min() > 0):
+        return None
+    nu, ell = _kernel_bandwidth(bandwidth), _kernel_bandwidth(target_bandwidth)
+    if (nu is None and bandwidth is not None) or (ell is None and target_bandwidth is not None):
+        return None
+    nu = _median_heuristic(m, s) if nu is None else nu
+    ell = _median_heuristic(y) if ell is None else ell
+    return y, m, s, nu, ell
+
+
+def _regression_linear_terms(
+    y_true: Any, loc: Any, scale: Any, estimator: Any, bandwidth: Any, target_bandwidth: Any
+) -> tuple[np.ndarray, float, float, Any] | None:
+    """The linear SKCE's terms ``h_{2i, 2i+1}`` (float64) of Gaussian predictives, the
+    two bandwidths and the dtype, or None."""
+    if estimator != "linear":
+        return None
+    data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 4)
+    if data is None:
+        return None
+    y, m, s, nu, ell = data
+
+    # the kernel's bandwidths rounded to the inputs' dtype, the kernel's formula
+    nu64, ell64 = float(np.asarray(nu, y.dtype)), float(np.asarray(ell, y.dtype))
+    with np.errstate(over="ignore", under="ignore"):
+        terms = _linear_pairs(functools.partial(_h, nu=nu64, ell=ell64, xp=np), (y, m, s))
+    return terms, nu, ell, y.dtype
+
+
+def _twin_kernel_calibration_error_regression(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    estimator: Any = "unbiased",
+    bandwidth: Any = None,
+    target_bandwidth: Any = None,
+) -> Any:
+    """:func:`bayescal.regression.kernel_calibration_error` with ``estimator="linear"``
+    on the host (O(N)); the quadratic estimator with the median heuristics and the
+    observations' terms computed here and the pair sum alone compiled
+    (``kernel_calibration.host_program``: half the compilation of the validated
+    program, which also sorts for the median)."""
+    if estimator == "unbiased":
+
+        data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
+        if data is None:
+            return None
+        y, m, s, nu, ell = data
+        dt = y.dtype.type
+        rows, w = _bucket_padded(_rows(y, m, s, dt(ell), dt(nu), xp=np), y.size)
+        return _unbiased_on_host(_error_pairs, (rows, w), y.size, y.dtype, _compiler_options)
+    data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
+    if data is None:
+        return None
+    terms, _, _, dtype = data
+    return _result(terms.mean(), dtype)
+
+
+def _twin_kernel_calibration_test_regression(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    estimator: Any = "linear",
+    bandwidth: Any = None,
+    target_bandwidth: Any = None,
+    key: Any = None,
+    num_samples: Any = 500,
+    method: Any = "auto",
+) -> Any:
+    """:func:`bayescal.regression.kernel_calibration_test` with the linear estimator
+    on the host: the normal approximation of ``kernel_calibration.linear_test``; the
+    unbiased test with the median heuristics and the bootstrap's counts computed here
+    (:func:`bootstrap_counts`), the pair values in the kernel: the bootstrap's pair
+    sums alone compiled (:func:`_bootstrap_on_host`) where the counts were drawn
+    here, else the validated program."""
+    from bayescal._src.kernel_calibration import METHODS
+    from bayescal.regression import _kernel as _rk
+
+    if method not in METHODS:
+        return None  # the public function's check names it
+    if estimator == "unbiased":
+        data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
+        draws = _unbiased_draws(key, num_samples, method, _rk.AUTO_BUDGET, data and data[0])
+        if data is None or draws is None:
+            return None
+        y, m, s, nu, ell = data
+        k, how, counts = draws
+        if counts is None:
+            return _rk._kct(
+                y, m, s, k, counts, estimator="unbiased",
+                bandwidth=_scalar_array(nu, y.dtype),
+                target_bandwidth=_scalar_array(ell, y.dtype), num_samples=num_samples,
+                method=how,
+            )
+        dt = y.dtype.type
+        rows, w = _bucket_padded(_rk._rows(y, m, s, dt(ell), dt(nu), xp=np), y.size)
+        uq, pv = _bootstrap_on_host(_rk._bootstrap_pairs, rows, w, counts, _rk._compiler_options)
+        return _rk.KernelCalibrationTest(*(_result(v, y.dtype) for v in (uq, pv, nu, ell)))
+    data = _regression_linear_terms(y_true, loc, scale, estimator, bandwidth, target_bandwidth)
+    if data is None:
+        return None
+    terms, nu, ell, dtype = data
+    mean, p = _linear_test(terms)
+    return _rk.KernelCalibrationTest(*(_result(v, dtype) for v in (mean, p, nu, ell)))
+
+
+@host_first(_twin_kernel_calibration_error_regression)
 def kernel_calibration_error(
     y_true: Any,
     loc: Any,
@@ -426,7 +559,7 @@ def _kct(
     )
 
 
-@host_first(_host.kernel_calibration_test_regression)
+@host_first(_twin_kernel_calibration_test_regression)
 def kernel_calibration_test(
     y_true: Any,
     loc: Any,

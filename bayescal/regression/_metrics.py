@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import functools
+import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
 from bayescal._src.binning import count_at_or_below
 from bayescal._src.curve import CalibrationCurve
 from bayescal._src.functionals import NORMS, area_between, curve_gap, ecdf_area_to_diagonal
+from bayescal._src.host import _NORMS, _device, _levels, _limits, _normal, _result, _vector
 from bayescal._src.host import first as host_first
 from bayescal._src.options import CurveKind, Norm
 from bayescal._src.sorting import sort_last_axis
-from bayescal.regression import _host
 
 __all__ = ["calibration_curve", "calibration_error", "miscalibration_area", "sharpness"]
 
@@ -52,7 +55,118 @@ def _pit_observations(pit) -> tuple[jax.Array, jax.Array | int]:
 _BUCKET = {"pit": -1}
 
 
-@host_first(_host.calibration_curve)
+# --------------------------------------------------------------------------- host twins
+def _twin_sharpness(
+    scale: Any = None, *, draws: Any = None, root: Any = False
+) -> jax.Array | None:
+    """:func:`bayescal.regression.sharpness` of scales on the host."""
+    if draws is not None or scale is None or not isinstance(root, bool):
+        return None
+    s = _vector(scale)
+    if s is None or not (_normal(s, 0) and s.min() > 0):
+        return None
+    s64 = s.astype(np.float64)
+    top = s64.max()
+    rms = math.sqrt(np.add.reduce((s64 / top) ** 2) / s.size) * top
+    out = np.asarray(rms if root else rms * rms, s.dtype)
+    if not (np.isfinite(out) and out >= _limits(s.dtype).tiny):
+        return None  # the kernel flushes, or raises its overflow message
+    return _device(out)
+
+
+_KINDS = ("quantile", "interval")
+
+
+_MAX_LEVELS = 10_000  # more levels: the kernel path (its own checks and limits)
+
+
+def _pit(pit: Any, kind: Any) -> np.ndarray | None:
+    """The values whose ECDF is the curve (``u`` or ``|2u - 1|``), sorted, or None."""
+    u = _vector(pit)
+    if u is None or kind not in _KINDS or not _normal(u, 0, 1):
+        return None
+    v = u if kind == "quantile" else np.abs(2 * u - 1)
+    return np.sort(v)
+
+
+def _observed(pit: Any, num_levels: Any, kind: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The levels and the curve's observed fractions ``#{v <= level} / n``."""
+    if not isinstance(num_levels, int | np.integer) or isinstance(num_levels, bool):
+        return None
+    if not 2 <= num_levels <= _MAX_LEVELS:
+        return None
+    v = _pit(pit, kind)
+    if v is None:
+        return None
+    levels = _levels(int(num_levels), v.dtype)
+    counts = np.searchsorted(v, levels, side="right")
+    # the kernel's counts / n: XLA multiplies by the reciprocal (an ulp from dividing)
+    return levels, counts.astype(v.dtype) * (v.dtype.type(1) / v.dtype.type(v.size))
+
+
+def _twin_calibration_curve(pit: Any, *, num_levels: Any = 100, kind: Any = "quantile") -> Any:
+    """:func:`bayescal.regression.calibration_curve` on the host."""
+    from bayescal._src.curve import CalibrationCurve
+
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    return CalibrationCurve(
+        _device(levels), _device(observed), _device(np.ones_like(levels))
+    )
+
+
+def _twin_calibration_error(
+    pit: Any, *, norm: Any = "l1", num_levels: Any = 100, kind: Any = "quantile"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.calibration_error` on the host."""
+    if norm not in _NORMS:
+        return None
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    gap = np.abs(observed.astype(np.float64) - levels)
+    if norm == "l1":
+        return _result(gap.mean(), levels.dtype)
+    if norm == "l2":
+        return _result(math.sqrt(np.mean(gap * gap)), levels.dtype)
+    return _result(gap.max(), levels.dtype)
+
+
+def _twin_miscalibration_area(
+    pit: Any, *, num_levels: Any = None, kind: Any = "quantile"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.miscalibration_area` on the host."""
+    if num_levels is None:  # the exact area of the ECDF (functionals.ecdf_area_to_diagonal)
+        v = _pit(pit, kind)
+        if v is None:
+            return None
+        n = v.size
+        ends = np.concatenate([[0.0], v.astype(np.float64), [1.0]])
+        k = np.arange(n + 1) / n
+
+        def g(t: np.ndarray) -> np.ndarray:
+            return t * np.abs(t)
+
+        return _result(0.5 * np.sum(g(ends[1:] - k) - g(ends[:-1] - k)), v.dtype)
+    data = _observed(pit, num_levels, kind)
+    if data is None:
+        return None
+    levels, observed = data
+    # functionals.area_between(levels, observed - levels): crossings exactly
+    d = observed.astype(np.float64) - levels  # exact: both in the dtype
+    h = np.diff(levels.astype(np.float64))
+    d0, d1 = d[:-1], d[1:]
+    total = np.abs(d0) + np.abs(d1)
+    crossing = d0 * d1 < 0
+    safe = np.where(total == 0, 1, total)
+    seg = np.where(crossing, h * (d0 * d0 + d1 * d1) / (2 * safe), h * total / 2)
+    return _result(seg.sum(), levels.dtype)
+
+
+@host_first(_twin_calibration_curve)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_curve(
     pit: ArrayLike, *, num_levels: int = 100, kind: CurveKind = "quantile"
@@ -110,7 +224,7 @@ def _error_kernel(u, n, num_levels, kind, norm):
     return curve_gap(c.expected, c.observed, c.weight, norm)
 
 
-@host_first(_host.calibration_error)
+@host_first(_twin_calibration_error)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def calibration_error(
     pit: ArrayLike,
@@ -172,7 +286,7 @@ def _grid_area_kernel(u, n, num_levels, kind):
     return area_between(c.expected, c.observed - c.expected)
 
 
-@host_first(_host.miscalibration_area)
+@host_first(_twin_miscalibration_area)
 @_v.validated(fuse=True, bucket=_BUCKET)
 def miscalibration_area(
     pit: ArrayLike, *, num_levels: int | None = None, kind: CurveKind = "quantile"
@@ -218,7 +332,7 @@ def miscalibration_area(
     return _grid_area_kernel(u, n, num_levels, kind)
 
 
-@host_first(_host.sharpness)
+@host_first(_twin_sharpness)
 @_v.validated(fuse=True, bucket={"scale": -1, "draws": -1})
 def sharpness(
     scale: ArrayLike | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,9 +15,11 @@ from jax.typing import ArrayLike
 from bayescal._src import validation as _v
 from bayescal._src.backend import cpu_backend
 from bayescal._src.bucketing import bucket_size, pad_axis, random_prefix_stable
+from bayescal._src.host import _device, _flushed
 from bayescal._src.host import first as host_first
 from bayescal._src.resampling import check_key
-from bayescal.regression import _host
+from bayescal.regression._host import _normal_predictive
+from bayescal.regression._host import ndtr as _host_ndtr
 
 __all__ = ["pit_normal", "pit_draws", "pit_cdf", "pit_quantiles"]
 
@@ -41,7 +44,17 @@ def _prep_y_and_params(y_true, name_pairs):
     return arrays
 
 
-@host_first(_host.pit_normal)
+# --------------------------------------------------------------------------- host twins
+def _twin_pit_normal(y_true: Any, loc: Any, scale: Any) -> jax.Array | None:
+    """:func:`bayescal.regression.pit_normal` on the host."""
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    _, _, z = data
+    return _device(_flushed(_host_ndtr(z).astype(z.dtype)))
+
+
+@host_first(_twin_pit_normal)
 @_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1}, per_observation=-1)
 def pit_normal(y_true: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     r"""PIT values under Normal predictive distributions.

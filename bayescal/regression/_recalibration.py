@@ -6,6 +6,7 @@ import functools
 import math
 import statistics
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +18,18 @@ from bayescal._src import families as _fam
 from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.host import (
+    _BAD,
+    _device,
+    _floats,
+    _interp,
+    _knots,
+    _limits,
+    _normal,
+    _observation_weights,
+    _scalar,
+    _vector,
+)
 from bayescal._src.host import first as host_first
 from bayescal._src.interp import interp
 from bayescal._src.options import coverage_and_alpha
@@ -24,7 +37,7 @@ from bayescal._src.pytree import pytree_dataclass
 from bayescal._src.reduce import check_weights
 from bayescal._src.sorting import column_quantiles, sort_last_axis
 from bayescal._src.ties import argsort_last_axis
-from bayescal.regression import _host
+from bayescal.regression._host import _normal_predictive
 
 __all__ = [
     "IsotonicLevelCalibrator",
@@ -34,6 +47,94 @@ __all__ = [
     "recalibrated_quantiles",
     "recalibrated_interval",
 ]
+
+
+# --------------------------------------------------------------------------- host twins
+def _twin_fit_isotonic_recalibrator(pit: Any, *, weights: Any = None) -> Any:
+    """:func:`bayescal.regression.fit_isotonic_recalibrator` on the host."""
+    if weights is not None:
+        return None  # the kernel path (weighted ECDF)
+
+    u = _vector(pit)
+    if u is None or not _normal(u, 0, 1):
+        return None
+    s = np.sort(u)
+    inside = s[(s > 0) & (s < 1)]
+    if inside.size < 2 or inside[0] == inside[-1]:
+        return None  # the kernel path raises its message
+    dtype = s.dtype
+    ecdf = np.searchsorted(s, s, side="right").astype(dtype) / dtype.type(s.size)
+    zero, one = np.zeros(1, dtype), np.ones(1, dtype)
+    raw = np.concatenate([zero, s, one])
+    calibrated = np.concatenate([zero, ecdf, one])
+    return IsotonicLevelCalibrator(_device(raw), _device(calibrated))
+
+
+def _twin_map_levels(calibrator: Any, levels: Any, inverse: bool = False) -> Any:
+    """``IsotonicLevelCalibrator.__call__`` (or ``inverse``) on the host."""
+    knots = _knots(calibrator.raw, calibrator.calibrated)
+    p = _floats(levels)
+    if knots is None or p is None or p.size == 0:
+        return None
+    xp, fp = knots[::-1] if inverse else knots
+    p = p.astype(xp.dtype)
+    if not _normal(p.reshape(-1), 0, 1):
+        return None
+    out = _interp(p, xp, fp)
+    return _device(np.where(p <= 0, 0, np.where(p >= 1, 1, out)).astype(p.dtype))
+
+
+def _twin_map_levels_inverse(calibrator: Any, levels: Any) -> Any:
+    """``IsotonicLevelCalibrator.inverse`` on the host."""
+    return _twin_map_levels(calibrator, levels, inverse=True)
+
+
+def _twin_fit_sigma_scaling(
+    y_true: Any,
+    loc: Any,
+    scale: Any,
+    *,
+    family: Any = "normal",
+    df: Any = None,
+    weights: Any = None,
+) -> Any:
+    """:func:`bayescal.regression.fit_sigma_scaling` (Normal family) on the host."""
+    if family != "normal" or df is not None:
+        return None
+
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    y, _, z = data
+    if not np.abs(z).max() < 1e18:  # z * z overflows float32 in the kernel
+        return None
+    z2 = z.astype(np.float64) ** 2
+    w = _observation_weights(weights, y)
+    if w is _BAD:
+        return None
+    if w is None:
+        total, wsum = np.add.reduce(z2), float(z.size)
+    else:
+        total, wsum = np.add.reduce(w * z2), np.add.reduce(w, dtype=np.float64)
+    if not total > 0:
+        return None  # every residual 0: the kernel raises its message
+    factor = np.asarray(math.sqrt(total / wsum), y.dtype)
+    if not _normal(factor.reshape(1), _limits(y.dtype).tiny):
+        return None
+    return SigmaScalingCalibrator(_device(factor), "normal", None)
+
+
+def _twin_sigma_apply(calibrator: Any, scale: Any) -> jax.Array | None:
+    """``SigmaScalingCalibrator.__call__`` on the host."""
+    s = _floats(scale)
+    factor = _scalar(calibrator.factor)
+    if s is None or factor is None or s.size == 0:
+        return None
+    flat = s.reshape(-1)
+    if not (_normal(flat, 0) and flat.min() > 0):
+        return None
+    out = (s * factor).astype(s.dtype)
+    return _device(out) if _normal(out.reshape(-1), 0) else None
 
 
 # eq=True: fields compare like a tuple (a scalar array compares to a bool).
@@ -62,12 +163,12 @@ class IsotonicLevelCalibrator:
     raw: jax.Array
     calibrated: jax.Array
 
-    @host_first(_host.map_levels)
+    @host_first(_twin_map_levels)
     def __call__(self, levels: ArrayLike) -> jax.Array:
         """Calibrated levels ``R(levels)``; ``levels`` in [0, 1], any shape."""
         return _map_levels(*_bucketed_knots(self.raw, self.calibrated), levels)
 
-    @host_first(_host.map_levels_inverse)
+    @host_first(_twin_map_levels_inverse)
     def inverse(self, levels: ArrayLike) -> jax.Array:
         """Raw levels ``R^{-1}(levels)`` (generalized inverse).
 
@@ -140,7 +241,7 @@ def _fit_isotonic_kernel(u, mask=None, weights=None):
     return IsotonicLevelCalibrator(raw, calibrated)
 
 
-@host_first(_host.fit_isotonic_recalibrator)
+@host_first(_twin_fit_isotonic_recalibrator)
 @_v.validated(fuse=True, bucket={"pit": -1, "weights": -1}, per_observation=(-1, 2))
 def fit_isotonic_recalibrator(
     pit: ArrayLike, *, weights: ArrayLike | None = None
@@ -221,7 +322,7 @@ class SigmaScalingCalibrator:
     family: str = "normal"
     df: float | None = None
 
-    @host_first(_host.sigma_apply)
+    @host_first(_twin_sigma_apply)
     @_v.validated  # checks fold into NaN under jit/vmap
     def __call__(self, scale: ArrayLike) -> jax.Array:
         """The rescaled scales ``factor * scale``; ``scale`` must be positive, as in a fit."""
@@ -330,7 +431,7 @@ def _fit_log_factor(z, weights, family, df):
     return res.x[0]
 
 
-@host_first(_host.fit_sigma_scaling)
+@host_first(_twin_fit_sigma_scaling)
 def fit_sigma_scaling(
     y_true: ArrayLike,
     loc: ArrayLike,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -11,11 +12,19 @@ from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
+from bayescal._src.host import (
+    _BAD,
+    _REDUCTIONS,
+    _device,
+    _flushed,
+    _observation_weights,
+    _reduce,
+)
 from bayescal._src.host import first as host_first
 from bayescal._src.options import Reduction, coverage_and_alpha
 from bayescal._src.reduce import check_reduction, check_weights, reduce_scores
 from bayescal._src.sorting import sort_last_axis
-from bayescal.regression import _host
+from bayescal.regression._host import _normal_predictive, crps_standard_normal
 
 __all__ = ["crps_normal", "crps_draws", "nll_normal", "interval_score", "pinball_loss"]
 
@@ -60,7 +69,27 @@ def _crps_normal_kernel(y, loc, scale, w, reduction):
     return reduce_scores(crps, w, reduction)
 
 
-@host_first(_host.crps_normal)
+# --------------------------------------------------------------------------- host twins
+def _twin_crps_normal(
+    y_true: Any, loc: Any, scale: Any, *, weights: Any = None, reduction: str = "mean"
+) -> jax.Array | None:
+    """:func:`bayescal.regression.crps_normal` on the host."""
+    if reduction not in _REDUCTIONS:
+        return None
+    data = _normal_predictive(y_true, loc, scale)
+    if data is None:
+        return None
+    y, s, z = data
+    w = _observation_weights(weights, y)
+    if w is _BAD:
+        return None
+    crps = s * crps_standard_normal(z)
+    if reduction == "none":
+        return _device(_flushed(crps.astype(y.dtype)))
+    return _reduce(crps, w, reduction, y.dtype)
+
+
+@host_first(_twin_crps_normal)
 @_v.validated(fuse=True, bucket={"y_true": -1, "loc": -1, "scale": -1, "weights": -1}, per_observation=_v.unreduced)
 def crps_normal(
     y_true: ArrayLike,
