@@ -35,6 +35,7 @@ from .bucketing import (
     pad_axis,
     paddable,
     random_prefix_stable,
+    to_device,
 )
 
 __all__ = [
@@ -282,7 +283,8 @@ def slice_without_program(x: Any, index: Any) -> Any:
         return x[index]
     device = next(iter(x.devices()))
     host = np.asarray(x)[index]
-    out = jax.device_put(host) if device == jax.devices()[0] else jax.device_put(host, device)
+    # a prefix of a CPU array's buffer is taken as it is (no copy)
+    out = to_device(host) if device == jax.devices()[0] else jax.device_put(host, device)
     _remember_host_copy(out, host)  # its checks, if any, run on the host copy
     return out
 
@@ -503,6 +505,8 @@ def _bucketed(
     new_args, new_kwargs = list(args), dict(kwargs)
     for where, value, axis in found:
         padded = pad_axis(value, size, axis=axis)
+        if isinstance(padded, np.ndarray) and padded is not value and not narrows(padded):
+            padded = to_device(padded)  # a buffer bayescal filled: no copy on a CPU
         if isinstance(where, int):
             new_args[where] = padded
         else:
