@@ -372,7 +372,7 @@ def test_padded_inputs_reach_the_program_without_a_copy_and_results_never_alias_
             a[:] = 0.5
         scale[:] = 9.0
         labels[:] = 1 - labels
-        for got, want in zip(results, kept):
+        for got, want in zip(results, kept, strict=True):
             np.testing.assert_array_equal(np.asarray(got), want)
 
 
