@@ -240,3 +240,29 @@ def test_a_fit_too_large_is_refused_before_starting_with_the_way_out():
     big = np.broadcast_to(0.5, (17 * n,))
     with pytest.raises(ValueError, match=r"5 folds x 1 penalties .* at most 17,000,000"):
         clf.fit_spline(np.zeros(17 * n, np.int32), big, penalties=[1.0])
+
+
+@pytest.mark.parametrize("penalty", [1e-4, 1.0, 1e3])
+def test_objective_derivatives_equal_autodiff_of_its_value(penalty):
+    # The kernel's gradient and Hessian (one product of the curvature weights with the
+    # shared basis products, issue "One library") against JAX's derivatives of the
+    # objective's value, at a random point with random observation weights.
+    from bayescal.classification import _spline
+
+    r = np.random.default_rng(int(penalty * 10))
+    n = 300
+    x = jnp.asarray(np.sort(r.normal(0, 2, n)), DT)
+    y = jnp.asarray(r.uniform(size=n) < 0.4, DT)
+    w = jnp.asarray(r.uniform(0, 2, n) * (r.uniform(size=n) < 0.8), DT)
+    knots = jnp.quantile(x, jnp.linspace(0, 1, 6))
+    basis = _spline.spline_basis(x, knots)
+    objective = _spline._penalised_objective(
+        basis, _spline._basis_products(basis), y, w, jnp.sum(w), penalty
+    )
+    beta = jnp.asarray(r.normal(0, 0.3, 6), DT)
+    got = objective(beta)
+    value = lambda b: objective(b).value  # noqa: E731
+    tol = dict(rtol=1e-10, atol=1e-12) if X64 else dict(rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(got.grad, jax.grad(value)(beta), **tol)
+    np.testing.assert_allclose(got.hess, jax.hessian(value)(beta), **tol)
+    np.testing.assert_allclose(got.hess, got.hess.T, rtol=0, atol=0)

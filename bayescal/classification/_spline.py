@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayescal._src import newton
+from bayescal._src import newton, xla_options
 from bayescal._src import validation as _v
 from bayescal._src.binned import weighted_quantile_edges
 from bayescal._src.host import _device, _floats, _flushed, _normal, _vector
@@ -165,10 +165,11 @@ def _penalised_newton(
     return beta, converged
 
 
-#: fit_spline's host path up to this many observations (not HOST_MAX): its float64
-#: Newton fits took 3.2 s at N = 1e5 where the compiled float32 program took 7.4 s
-#: (2-core CPU machine, one process, default options).
-_SPLINE_MAX = 1 << 18
+#: fit_spline's host path up to this many observations (not HOST_MAX): where its
+#: float64 Newton fits take as long as the compiled program's first call (2-core CPU
+#: machine, fresh processes, 2026-11-29: host 0.32 / 1.58 / 4.1 s at N = 1e4 / 4e4 /
+#: 1e5, the kernel's first call 2.0 / 2.3 / 2.6 s, its warm fit 0.06 / 0.23 / 0.62 s).
+_SPLINE_MAX = 1 << 16
 
 
 def _twin_fit_spline(
@@ -354,9 +355,11 @@ def fit_spline(
     the objective of Lucena's ``splinecalib`` (``pen_ll_fun``). For every penalty
     and fold the model is fitted without the fold and scored by the log-loss on it;
     the penalty with the lowest log-loss over all folds (the first on ties) is
-    refitted on all the data. All :math:`F \times |\lambda|` fits run as one batch
-    of the shared damped Newton solver. Differences from ``splinecalib`` 0.0.13:
-    knots at quantiles instead of a random sample of 30 values plus 0.1, ..., 0.9;
+    fitted on all the data. The :math:`|\lambda|` fits on all the data run first, as
+    one batch of the shared damped Newton solver, then the :math:`F \times |\lambda|`
+    fold fits as another, each from its penalty's fit on all the data. Differences
+    from ``splinecalib`` 0.0.13: knots at quantiles instead of a random sample of 30
+    values plus 0.1, ..., 0.9;
     deterministic folds; cross-validation over all folds (its ``"full"`` mode) and
     the final fit on all the data (its final fit leaves out the last fold); no
     ``unity_prior``. ``jax.jit`` and ``jax.vmap`` work; there invalid values give
@@ -407,16 +410,27 @@ def fit_spline(
         _fit_spline,
         (y_true, y_prob, weights),
         dict(num_knots=num_knots, penalties=grid, num_folds=num_folds, eps=eps),
+        compiler_options=_spline_compiler_options,
     )
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_spline")
     return cal
 
 
+def _spline_compiler_options(size: int) -> dict:
+    """The fit's XLA options: quick compiles up to ``QUICK_COMPILE_MAX_SIZE`` values,
+    then optimised code (not the fits' larger quick size): its Newton loops run on
+    every fold and penalty, and unoptimised they ran 2x slower for the same first call
+    (N = 1e5, 2-core CPU machine, 2026-11-29: first call 2.6 s either way, warm 1.3 s
+    quick, 0.6 s optimised)."""
+    return xla_options.compiler_options(size)
+
+
 #: The most observation-fits (N x folds x penalties) fit_spline takes on: N = 1,000,000
 #: at the defaults (5 folds, 17 penalties). It solves every fold and penalty at once on
-#: the whole data: at N = 400,000 that took 112 s and 2.4 GB on a 2-core CPU (10 s at
-#: N = 100,000), and at N = 4.2 million XLA asked for 69-252 GB (issue 37).
+#: the whole data: at N = 400,000 that took 4.6 s (first call; 2.5 s warm) and 1.2 GB
+#: on a 2-core CPU (112 s and 2.4 GB before the shared basis products of 2026-11-29),
+#: and at N = 4.2 million XLA had asked for 69-252 GB (issue 37).
 MAX_FIT_OBSERVATIONS = 85 * 10**6
 
 
@@ -433,22 +447,32 @@ def _check_size(y_prob: Any, num_folds: int, num_penalties: int) -> None:
     raise ValueError(
         f"y_prob holds {n:,} observations: fit_spline solves {num_folds} folds x "
         f"{num_penalties} penalties on all of them ({work:.2g} observation-fits; "
-        f"400,000 observations at the defaults took 112 s and 2.4 GB on a 2-core CPU, "
-        f"and the cost grows faster than N). Fit on a random subsample of at most "
-        f"{most:,} observations (the spline has few parameters), or pass fewer "
-        f"penalties or folds."
+        f"400,000 observations at the defaults took 4.6 s and 1.2 GB on a 2-core CPU, "
+        f"and the memory grows with N x folds x penalties). Fit on a random subsample "
+        f"of at most {most:,} observations (the spline has few parameters), or pass "
+        f"fewer penalties or folds."
     )
 
 
-def _penalised_objective(basis, y, weights, total, penalty):
-    """Lucena's penalised mean log-loss in the coefficients, with its derivatives."""
+def _penalised_objective(basis, outer, y, weights, total, penalty):
+    """Lucena's penalised mean log-loss in the coefficients, with its derivatives.
+
+    ``outer [N, K (K + 1) / 2]``: the products of the basis columns ``j <= l`` per
+    observation (:func:`_basis_products`), shared by every fold and penalty: each
+    Hessian is then one product with the observations' curvature weights, and a batch
+    of fits (``vmap``) one matrix product, where ``basis.T * weights`` made a
+    ``[fits, K, N]`` array per step (10 s for 85 fits at N = 1e5 on the 2-core CPU).
+    """
     num = basis.shape[1]
     hi = jax.lax.Precision.HIGHEST
+    upper = np.triu_indices(num)
+    basis_t = basis.T  # eta as beta . basis.T: [fits, N] under vmap, in the weights' layout
 
     def objective(beta):
-        eta = jnp.dot(basis, beta, precision=hi)
+        eta = jnp.dot(beta, basis_t, precision=hi)
         e = jnp.exp(-jnp.abs(eta))
-        big, small = 1 / (1 + e), e / (1 + e)
+        big = 1 / (1 + e)
+        small = e * big  # e / (1 + e): one division per value instead of two
         positive = y > 0.5
         agree = positive == (eta >= 0)
         r = jnp.where(agree, small, big)
@@ -459,14 +483,20 @@ def _penalised_objective(basis, y, weights, total, penalty):
         pen = penalty / num
         value = newton.accurate_sum(lw) + pen * jnp.sum(beta**2)
         grad = jnp.dot(rw, basis, precision=hi) + 2 * pen * beta
-        hess = jnp.dot(basis.T * vw, basis, precision=hi) + 2 * pen * jnp.eye(
-            num, dtype=beta.dtype
-        )
+        packed = jnp.dot(vw, outer, precision=hi)
+        hess = jnp.zeros((num, num), beta.dtype).at[upper].set(packed)
+        hess = hess + jnp.triu(hess, 1).T + 2 * pen * jnp.eye(num, dtype=beta.dtype)
         return newton.Derivatives(
             value, grad, hess, newton.accurate_sum(lw) + pen * jnp.sum(beta**2)
         )
 
     return objective
+
+
+def _basis_products(basis):
+    """``basis[:, j] * basis[:, l]`` for ``j <= l`` (row-major upper triangle)."""
+    j, k = np.triu_indices(basis.shape[1])
+    return basis[:, j] * basis[:, k]
 
 
 def _fit_spline(y_true, y_prob, weights, n, *, num_knots, penalties, num_folds, eps):
@@ -498,23 +528,26 @@ def _fit_spline(y_true, y_prob, weights, n, *, num_knots, penalties, num_folds, 
         ),
     )
     lam = jnp.asarray(penalties, dtype)
-    x0 = jnp.zeros((num_knots,), dtype)
+    outer = _basis_products(basis)
 
-    def solve(train_weights, penalty):
+    def solve(train_weights, penalty, start):
         total = jnp.sum(train_weights)
-        obj = _penalised_objective(basis, y, train_weights, total, penalty)
-        res = newton.minimize(obj, x0)
+        obj = _penalised_objective(basis, outer, y, train_weights, total, penalty)
+        res = newton.minimize(obj, start)
         return res.x, res.converged
 
+    # the fits on all the data, one per penalty; every fold's fit starts from its
+    # penalty's (a few Newton steps away, as the host twin does)
+    zeros = jnp.zeros((lam.shape[0], num_knots), dtype)
+    full, full_converged = jax.vmap(solve)(jnp.broadcast_to(w, (lam.shape[0], size)), lam, zeros)
     folds = jnp.arange(num_folds)
     train = jnp.where(fold[None, :] == folds[:, None], 0, w[None, :])  # [F, N]
     pairs_w = jnp.repeat(train, lam.shape[0], axis=0)  # [F * L, N]
     pairs_lam = jnp.tile(lam, num_folds)
-    beta, _ = jax.vmap(solve)(pairs_w, pairs_lam)  # [F * L, K]
+    beta, _ = jax.vmap(solve)(pairs_w, pairs_lam, jnp.tile(full, (num_folds, 1)))  # [F * L, K]
     eta = jnp.dot(beta, basis.T, precision=jax.lax.Precision.HIGHEST)  # [F * L, N]
     nll = jax.nn.softplus(eta) - y * eta
     held = (pairs_w == 0) & live[None, :]
     scores = jnp.sum(jnp.where(held, nll * w, 0), axis=1).reshape(num_folds, -1).sum(axis=0)
     best = jnp.argmin(scores)
-    coef, converged = solve(w, lam[best])
-    return SplineCalibrator(knots, coef.astype(dtype), eps), converged
+    return SplineCalibrator(knots, full[best].astype(dtype), eps), full_converged[best]
