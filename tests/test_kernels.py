@@ -240,11 +240,13 @@ def test_pit_draws_finite_flag_from_the_count(bad):
 @pytest.mark.parametrize("where", ["host", "device"])
 def test_pit_draws_numpy_row_blocks(monkeypatch, rng, where):
     # Force the streamed path for a small numpy array, in blocks that do not divide the
-    # rows: counted in place by numpy (CPU backend) or fed to the device block by block
+    # rows: counted in place by numpy (CPU backend; tiles of 16 observations x 5 or 10
+    # draws, dividing neither axis) or fed to the device block by block
     # (accelerators); same PIT as numpy's one pass.
     monkeypatch.setattr(_pit, "_NUMPY_CHUNKED_ABOVE", 0)
     monkeypatch.setattr(_pit, "_NUMPY_CHUNK_BYTES", 8 * 4 * 50)
-    monkeypatch.setattr(_pit, "_HOST_BLOCK_BYTES", 8 * 4 * 50)
+    monkeypatch.setattr(_pit, "_HOST_TILE_COLUMNS", 16)
+    monkeypatch.setattr(_pit, "_HOST_TILE_BYTES", 16 * 8 * 5)
     if where == "device":
         monkeypatch.setattr(_pit.jax, "default_backend", lambda: "gpu")
     dtype = np.dtype(_float())

@@ -209,30 +209,39 @@ def _draws_array(draws):
 
 
 # On the CPU backend the draws are already where the count runs: they are counted in
-# place by numpy in blocks of about this many bytes (cache-sized, so the comparison
-# and the finiteness flag read each block from cache), with no copy at all.
-_HOST_BLOCK_BYTES = 1 << 21
+# place by numpy in tiles of at most _HOST_TILE_COLUMNS observations x about
+# _HOST_TILE_BYTES (so the comparison and the finiteness flag read each tile from
+# cache, and the tile's counts stay in cache), with no copy at all. Rows of all the
+# observations (2 MB each at N = 250,000 in float64) counted 1.8x slower, and numpy's
+# own pass (d <= y).mean(0) writes a bool array the size of the draws (2-core CPU
+# machine, [1000, 250000] float64, 2026-11-29: 450 ms tiled, 860 ms by rows, 500 ms
+# numpy's pass without any finiteness check).
+_HOST_TILE_COLUMNS = 1 << 14
+_HOST_TILE_BYTES = 1 << 19
 
 
 def _count_host_blocks(y: np.ndarray, d: np.ndarray, strict: bool):
-    """``(le, lt, finite)`` of numpy draws counted in place, block by block."""
+    """``(le, lt, finite)`` of numpy draws counted in place, tile by tile."""
     n = d.shape[1]
-    rows = max(1, _HOST_BLOCK_BYTES // max(1, n * d.itemsize))
+    cols = min(n, _HOST_TILE_COLUMNS)
+    rows = min(d.shape[0], max(1, _HOST_TILE_BYTES // max(1, cols * d.itemsize)))
     le = np.zeros(n, np.int32)
     lt = np.zeros(n, np.int32)
-    cmp = np.empty((min(rows, d.shape[0]), n), bool)
+    cmp = np.empty((rows, cols), bool)
     finite = True
-    for start in range(0, d.shape[0], rows):
-        block = d[start : start + rows]
-        c = cmp[: block.shape[0]]
-        np.less_equal(block, y, out=c)
-        le += np.add.reduce(c, axis=0, dtype=np.int32)
-        if strict:
-            np.less(block, y, out=c)
-            lt += np.add.reduce(c, axis=0, dtype=np.int32)
-        if finite:  # once a non-finite draw is seen, the full check explains it later
-            np.isfinite(block, out=c)
-            finite = bool(c.all())
+    for j in range(0, n, cols):
+        y_j, le_j, lt_j = y[j : j + cols], le[j : j + cols], lt[j : j + cols]
+        for start in range(0, d.shape[0], rows):
+            tile = d[start : start + rows, j : j + cols]
+            c = cmp[: tile.shape[0], : tile.shape[1]]
+            np.less_equal(tile, y_j, out=c)
+            le_j += np.add.reduce(c, axis=0, dtype=np.int32)
+            if strict:
+                np.less(tile, y_j, out=c)
+                lt_j += np.add.reduce(c, axis=0, dtype=np.int32)
+            if finite:  # once a non-finite draw is seen, the full check explains it later
+                np.isfinite(tile, out=c)
+                finite = bool(c.all())
     return jnp.asarray(le), jnp.asarray(lt), jnp.asarray(finite)
 
 
