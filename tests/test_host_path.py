@@ -1204,3 +1204,42 @@ def test_device_put_matches_jnp_asarray():
         )
         assert a.devices() == b.devices()
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 70_000])  # 70,000 > SMALL_ROW: scipy's PAV
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("increasing", [True, False])
+def test_isotonic_regression_twin_equals_the_kernel(n, weighted, increasing):
+    # core.isotonic_regression's twin runs the kernel's own host callback on one row
+    # (any length up to BUCKET_MAX, not HOST_MAX), without the program around it
+    import bayescal.core as core
+
+    rng = np.random.default_rng(n)
+    y = (np.linspace(0, 1, n) + rng.normal(0, 0.3, n)).astype(DT)
+    y[n // 3 : n // 3 + n // 10] = y[n // 3]  # ties
+    w = rng.uniform(0.5, 2, n).astype(DT) if weighted else None
+    got, want, answered = both(
+        lambda: core.isotonic_regression(y, weights=w, increasing=increasing)
+    )
+    assert answered == [True]
+    assert_same(got, want)
+    fit = np.asarray(got[0])
+    assert np.all(np.diff(fit) >= 0) if increasing else np.all(np.diff(fit) <= 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(y=np.ones((2, 5))),  # rows of a batch: the kernel
+        dict(y=np.array([1.0, np.nan])),  # its error message
+        dict(y=np.array([1.0, 2.0]), weights=np.array([1.0, 0.0])),
+        dict(y=np.array([1.0, 2.0]), weights=np.array([1.0, 2.0, 3.0])),
+        dict(y=np.array([1.0, 2.0]), increasing=1),
+    ],
+)
+def test_isotonic_regression_twin_leaves_other_inputs_to_the_kernel(kwargs):
+    import bayescal.core as core
+
+    got, want, answered = both(lambda: core.isotonic_regression(**kwargs))
+    assert answered == [False]
+    assert_same(got, want)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import bayescal.classification as clf
+import bayescal.core as core
 import bayescal.regression as reg
 from bayescal._src import host
 from tests.conftest import X64, float_tol
@@ -105,6 +106,11 @@ def _cases():
     new = d["p"][::-1].copy()
     per_fold = np.tile(new[:, None], (1, 4))  # one score per fold's model
     return {
+        # core: the PAV of one host row (the kernel's host callback, without a program)
+        "bayescal.core.isotonic_regression": (
+            lambda: core.isotonic_regression(d["yr"], weights=d["scale"], increasing=False),
+            EXACT,
+        ),
         # classification: metrics and tests
         C + "_metrics.brier_score": (lambda: clf.brier_score(d["y"], d["p"]), EXACT),
         C + "_metrics.log_loss": (lambda: clf.log_loss(d["y"], d["p"]), EXACT),

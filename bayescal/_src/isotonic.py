@@ -71,23 +71,27 @@ def _pav_row(y: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _host_pav(y: np.ndarray, w: np.ndarray, increasing: bool) -> np.ndarray:
     y = np.asarray(y)
     w = np.broadcast_to(np.asarray(w), y.shape)
-    flat_y = y.reshape(-1, y.shape[-1]).astype(np.float64)
-    flat_w = w.reshape(-1, y.shape[-1]).astype(np.float64)
-    sign = 1.0 if increasing else -1.0  # a nonincreasing fit is -(fit of -y)
+    flat_y = y.reshape(-1, y.shape[-1])
+    flat_w = w.reshape(-1, y.shape[-1])
     out = np.empty(flat_y.shape, dtype=y.dtype)
     if flat_y.size <= SMALL_ROW:  # all the rows: a batch of refits (CORP's band) is long
+        sign = 1.0 if increasing else -1.0  # a nonincreasing fit is -(fit of -y)
+        flat_y, flat_w = flat_y.astype(np.float64), flat_w.astype(np.float64)
         for i in range(flat_y.shape[0]):
             out[i] = sign * _pav_row(sign * flat_y[i], flat_w[i])
         return out.reshape(y.shape)
     # Imported here, not at module import: scipy.optimize costs ~0.25 s to import.
     from scipy.optimize import isotonic_regression as _scipy_isotonic
 
+    # scipy makes its own float64 copies of the rows (and reverses them for a
+    # nonincreasing fit): no copy of ours around it, which cost as much as its PAV
+    # (N = 1e6 weighted: the call 40 -> 30 ms, scipy alone 17 ms).
     for i in range(flat_y.shape[0]):
         row_w = flat_w[i]
         if not np.all(row_w > 0):  # scipy raises; the caller returns NaN or raised
             out[i] = np.nan
             continue
-        out[i] = sign * _scipy_isotonic(sign * flat_y[i], weights=row_w).x
+        out[i] = _scipy_isotonic(flat_y[i], weights=row_w, increasing=increasing).x
     return out.reshape(y.shape)
 
 
