@@ -376,6 +376,21 @@ def test_padded_inputs_reach_the_program_without_a_copy_and_results_never_alias_
             np.testing.assert_array_equal(np.asarray(got), want)
 
 
+@pytest.mark.parametrize("fill", [None, "z"])
+def test_core_pad_axis_pads_strings_and_objects_as_np_pad(fill):
+    # non-numeric arrays (refused later by the public functions, naming the argument)
+    # are padded by np.pad itself: an aligned numeric buffer cannot hold them
+    import bayescal.core as core
+
+    for x in (np.array(["a", "b"]), np.array([0.5, "b"], dtype=object)):
+        got = core.pad_axis(x, 4, fill=fill)
+        want = np.pad(x, (0, 2), mode="edge") if fill is None else np.pad(
+            x, (0, 2), constant_values=fill
+        )
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
 def test_core_pad_axis_refuses_a_shorter_size_naming_the_argument():
     import bayescal.core as core
 

@@ -265,8 +265,12 @@ def pad_axis(x: Any, size: int, *, axis: int = -1, fill: Any = None) -> Any:
     widths[axis] = (0, pad)
     if paddable(x):
         host = np.asarray(x)
-        if fill is None and host.shape[axis] == 0:
-            return np.pad(host, widths, mode="edge")  # its error: no entry to repeat
+        if host.dtype.kind not in "biufc" or (fill is None and host.shape[axis] == 0):
+            # strings and objects (refused later, naming the argument), or np.pad's
+            # error for an empty axis (no entry to repeat)
+            if fill is None:
+                return np.pad(host, widths, mode="edge")
+            return np.pad(host, widths, mode="constant", constant_values=fill)
         # filled in place (np.pad's edge and constant modes) in an aligned buffer, which
         # the fused programs then take without a copy (to_device)
         shape = list(host.shape)

@@ -505,7 +505,12 @@ def _bucketed(
     new_args, new_kwargs = list(args), dict(kwargs)
     for where, value, axis in found:
         padded = pad_axis(value, size, axis=axis)
-        if isinstance(padded, np.ndarray) and padded is not value and not narrows(padded):
+        if (
+            isinstance(padded, np.ndarray)
+            and padded is not value
+            and padded.dtype.kind in "biuf"  # others: the ordinary path's dtype error
+            and not narrows(padded)
+        ):
             padded = to_device(padded)  # a buffer bayescal filled: no copy on a CPU
         if isinstance(where, int):
             new_args[where] = padded
