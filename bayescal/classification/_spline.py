@@ -110,7 +110,7 @@ def _penalised_newton(
     wn = w_rows / w_rows.sum(axis=1, keepdims=True)
     eye = np.eye(k)
     upper = np.triu_indices(k)
-    outer = basis[:, upper[0]] * basis[:, upper[1]]  # [N, K(K+1)/2]
+    outer = _basis_products(basis)  # [N, K(K+1)/2], the kernel's
     basis_t = np.ascontiguousarray(basis.T)
 
     def linear(b: np.ndarray) -> np.ndarray:  # basis @ b per row: [R, N]
@@ -410,20 +410,16 @@ def fit_spline(
         _fit_spline,
         (y_true, y_prob, weights),
         dict(num_knots=num_knots, penalties=grid, num_folds=num_folds, eps=eps),
-        compiler_options=_spline_compiler_options,
+        # quick compiles up to QUICK_COMPILE_MAX_SIZE values, then optimised code (not
+        # the fits' larger quick size): its Newton loops run on every fold and penalty,
+        # and unoptimised they ran 2x slower for the same first call (N = 1e5, 2-core
+        # CPU machine, 2026-11-29: first call 2.6 s either way, warm 1.3 s quick, 0.6 s
+        # optimised)
+        compiler_options=xla_options.compiler_options,
     )
     if _v.is_concrete(converged) and not bool(converged):
         _warn_not_converged("fit_spline")
     return cal
-
-
-def _spline_compiler_options(size: int) -> dict:
-    """The fit's XLA options: quick compiles up to ``QUICK_COMPILE_MAX_SIZE`` values,
-    then optimised code (not the fits' larger quick size): its Newton loops run on
-    every fold and penalty, and unoptimised they ran 2x slower for the same first call
-    (N = 1e5, 2-core CPU machine, 2026-11-29: first call 2.6 s either way, warm 1.3 s
-    quick, 0.6 s optimised)."""
-    return xla_options.compiler_options(size)
 
 
 #: The most observation-fits (N x folds x penalties) fit_spline takes on: N = 1,000,000
@@ -494,7 +490,8 @@ def _penalised_objective(basis, outer, y, weights, total, penalty):
 
 
 def _basis_products(basis):
-    """``basis[:, j] * basis[:, l]`` for ``j <= l`` (row-major upper triangle)."""
+    """``basis[:, j] * basis[:, l]`` for ``j <= l`` (row-major upper triangle), of a
+    NumPy (the host twin) or JAX (the kernel) basis."""
     j, k = np.triu_indices(basis.shape[1])
     return basis[:, j] * basis[:, k]
 

@@ -392,7 +392,6 @@ def _twin_kernel_calibration_error_regression(
     (``kernel_calibration.host_program``: half the compilation of the validated
     program, which also sorts for the median)."""
     if estimator == "unbiased":
-
         data = _regression_skce_inputs(y_true, loc, scale, bandwidth, target_bandwidth, 2)
         if data is None:
             return None
