@@ -41,7 +41,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import backend as _backend
-from bayescal._src.validation import host_resident, seed_words
+from bayescal._src import kernel_calibration as _kc
+from bayescal._src import newton
+from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.validation import host_resident
 
 __all__ = ["HOST_MAX", "TWINS", "active", "disabled", "first"]
 
@@ -362,10 +365,9 @@ def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
     ``[N, C]``; or of the normals ``(a, b)`` in the 2-Wasserstein distance), in their
     dtype's arithmetic: the pairs ``i < j`` of at most ``MEDIAN_POINTS`` observations
     spread over the data."""
-    from bayescal._src.kernel_calibration import MEDIAN_POINTS
 
     n = a.shape[0]
-    m = min(n, MEDIAN_POINTS)
+    m = min(n, _kc.MEDIAN_POINTS)
     idx = (np.arange(m) * n) // m
     iu, ju = np.triu_indices(m, 1)
     sa = a[idx]
@@ -389,10 +391,9 @@ def _median_heuristic(a: np.ndarray, b: np.ndarray | None = None) -> float:
 def _linear_pairs(h: Callable[..., Any], arrays: tuple[np.ndarray, ...]) -> np.ndarray:
     """``kernel_calibration.linear_terms`` of the host twins: ``h`` (NumPy) on the
     pairs ``(2i, 2i+1)`` of the arrays, in float64."""
-    from bayescal._src.kernel_calibration import linear_terms
 
     x = tuple(a.astype(np.float64) for a in arrays)
-    return linear_terms(h, x, np.ones(x[0].shape[0]))[0]
+    return _kc.linear_terms(h, x, np.ones(x[0].shape[0]))[0]
 
 
 def _linear_test(terms: np.ndarray) -> tuple[float, float]:
@@ -417,7 +418,6 @@ def _bucket_padded(arrays: Any, n: int) -> tuple[Any, np.ndarray]:
     ``n`` by repeating the last observation (``bucketing.bucket_size``: one compiled
     program per bucket, as the validated programs pad), and the weights (1 for a real
     observation, 0 for the padding) in the first array's dtype."""
-    from bayescal._src.bucketing import bucket_size, pad_axis
 
     size = bucket_size(n)
     padded = jax.tree_util.tree_map(lambda a: pad_axis(a, size, axis=0), arrays)
@@ -431,9 +431,8 @@ def _unbiased_on_host(
     """The unbiased SKCE ``sum_{i != j} h_ij / (n (n - 1))``: the pair sum of
     ``program(*args)`` compiled alone (``kernel_calibration.host_program``), divided
     here in ``dtype``."""
-    from bayescal._src.kernel_calibration import host_program
 
-    total = np.asarray(host_program(program, args, policy))
+    total = np.asarray(_kc.host_program(program, args, policy))
     nf = np.dtype(dtype).type(n)
     return _result(total / (nf * (nf - 1)), dtype)
 
@@ -446,8 +445,6 @@ def _bootstrap_on_host(
     the pass's counts, padded to ``w``'s bucket) compiled alone gives the bilinear
     sums and the ``h_ii``; the statistics and the p-value are computed here in the
     inputs' dtype, as the kernel computes them."""
-    from bayescal._src import kernel_calibration as _kc
-
     dt = w.dtype
     n, num_samples = counts.shape
     nbatches, batch = _kc.bootstrap_batches(num_samples)
@@ -469,9 +466,8 @@ def _bootstrap_on_host(
 
 
 # --------------------------------------------------------------------------- keys
-#: The bootstrap's counts are drawn here up to this many uniforms (NumPy's threefry:
-#: ~25 ms for 2^18; beyond, the kernel draws them, and its program compiles the
-#: random-bits computation, ~0.1 s).
+#: The bootstrap's counts ``[N, B]`` come to the host for up to this many values (1 MiB
+#: in float32); beyond, the kernel draws them inside its program.
 _COUNTS_MAX = 1 << 18
 
 
@@ -481,10 +477,9 @@ def _unbiased_draws(
 ) -> tuple[Any, str, np.ndarray | None] | None:
     """For an unbiased kernel calibration test of the observations ``y`` [N]
     (``classes`` as ``kernel_calibration.resolve_method`` takes them): the key as the
-    kernel takes it, the resolved method and, for the bootstrap, its counts drawn here
-    as the kernel draws them (None where the kernel must: another PRNG, too many);
-    None where the public function's checks should speak (bad options)."""
-    from bayescal._src import kernel_calibration as _kc
+    kernel takes it, the resolved method and, for the bootstrap, its counts ``[N, B]``
+    (:func:`bootstrap_counts`; None where the kernel draws them: too many); None where
+    the public function's checks should speak (bad options)."""
     from bayescal._src.resampling import as_key
 
     if y is None or type(num_samples) is not int or num_samples < 1 or key is None:
@@ -494,85 +489,18 @@ def _unbiased_draws(
     n = y.size
     how = _kc.resolve_method(method, n, num_samples, budget, classes)
     k = as_key(key)
-    words = _key_words(key)
-    if how != "bootstrap" or words is None or n * num_samples > _COUNTS_MAX:
+    if how != "bootstrap" or n * num_samples > _COUNTS_MAX:
         return k, how, None
-    return k, how, bootstrap_counts(words, n, num_samples, y.dtype)
+    return k, how, bootstrap_counts(k, n, num_samples, y.dtype)
 
 
-def _uniform(words: np.ndarray, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """``jax.random.uniform(key, shape, dtype)`` for the threefry key of ``words``
-    (the partitionable bits: the hash of each value's flat index), float32 or 64."""
-    count = math.prod(shape)
-    idx = np.arange(count, dtype=np.uint64)
-    x = _threefry2x32(
-        words, (idx >> np.uint64(32)).astype(np.uint32), idx.astype(np.uint32)
-    )
-    if np.dtype(dtype) == _F32:
-        bits = (x[:, 0] ^ x[:, 1]) >> np.uint32(9) | np.uint32(0x3F800000)
-        return (bits.view(np.float32) - np.float32(1)).reshape(shape)
-    hi, lo = x[:, 0].astype(np.uint64), x[:, 1].astype(np.uint64)
-    bits = ((hi << np.uint64(32)) | lo) >> np.uint64(12) | np.uint64(0x3FF0000000000000)
-    return (bits.view(np.float64) - 1.0).reshape(shape)
+def bootstrap_counts(key: jax.Array, n: int, num_samples: int, dtype: Any) -> np.ndarray:
+    """``kernel_calibration.bootstrap_statistics``' counts ``[n, B]`` for ``key``, drawn
+    by JAX (:func:`_counts_program`) for the bucket of ``n`` as the kernel draws them
+    (its padding never drawn): one program per bucket, ``B`` and dtype."""
+    w = (np.arange(bucket_size(n)) < n).astype(dtype)
+    return np.asarray(_counts_program(key, w, num_samples))[:n]
 
 
-def bootstrap_counts(words: np.ndarray, n: int, num_samples: int, dtype: Any) -> np.ndarray:
-    """``kernel_calibration.bootstrap_statistics``' counts ``[n, B]`` for the key of
-    ``words``: pass ``i`` draws :func:`kernel_calibration.bootstrap_counts` of
-    ``fold_in(key, i)`` (the threefry hash of ``(0, i)``), its uniforms
-    :func:`_uniform`."""
-    from bayescal._src.kernel_calibration import bootstrap_batches
-
-    nbatches, batch = bootstrap_batches(num_samples)
-    dt = np.dtype(dtype)
-    parts = []
-    for i in range(nbatches):
-        sub = _threefry2x32(words, np.zeros(1, np.uint32), np.array([i], np.uint32))[0]
-        u = _uniform(sub, (n, batch), dt)
-        idx = np.minimum(np.floor(u * dt.type(n)).astype(np.int64), n - 1)
-        flat = (idx * batch + np.arange(batch)).ravel()
-        parts.append(np.bincount(flat, minlength=n * batch).reshape(n, batch))
-    return np.concatenate(parts, axis=1)[:, :num_samples].astype(dt)
-
-
-def _rotl(x: np.ndarray, d: int) -> np.ndarray:
-    return (x << np.uint32(d)) | (x >> np.uint32(32 - d))
-
-
-def _threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-    """Threefry-2x32 (20 rounds, Salmon et al. 2011) of the counters ``(x0, x1)`` under
-    the key words ``key [2]``, as ``jax.random``'s ``threefry2x32`` computes it:
-    ``[n, 2]`` uint32 (wrapping arithmetic)."""
-    k0, k1 = (np.uint32(v) for v in key)
-    ks = (k0, k1, k0 ^ k1 ^ np.uint32(0x1BD11BDA))
-    rotations = ((13, 15, 26, 6), (17, 29, 16, 24))
-    with np.errstate(over="ignore"):
-        x0, x1 = x0 + ks[0], x1 + ks[1]
-        for i in range(5):
-            for r in rotations[i % 2]:
-                x0 = x0 + x1
-                x1 = _rotl(x1, r) ^ x0
-            x0 = x0 + ks[(i + 1) % 3]
-            x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return np.stack([x0, x1], axis=-1).astype(np.uint32)
-
-
-def _key_words(key: Any) -> np.ndarray | None:
-    """The two words of a threefry key (an int seed as ``jax.random.key`` seeds it, a
-    concrete typed or ``uint32[2]`` key), when ``jax.random.split`` is the partitionable
-    threefry split :func:`_split_words` computes; else None."""
-    if not jax.config.jax_threefry_partitionable:
-        return None
-    if str(jax.config.jax_default_prng_impl) != "threefry2x32":
-        return None
-    if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
-        return seed_words(key)
-    if not isinstance(key, jax.Array) or isinstance(key, jax.core.Tracer):
-        return None
-    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
-        if key.shape != () or str(jax.random.key_impl(key)) != "threefry2x32":
-            return None
-        key = jax.random.key_data(key)
-    elif key.dtype != np.uint32 or key.shape != (2,):
-        return None
-    return np.asarray(key, np.uint32)
+# unoptimised code: threefry's hash compiles ~10x faster so (bayescal._src.folds)
+_counts_program = newton.fast_jit(_kc.bootstrap_counts_of_passes, static_argnums=2)

@@ -31,11 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from bayescal._src import newton
 from bayescal._src import validation as _v
 from bayescal._src.bands import cell_draws
 from bayescal._src.bucketing import random_prefix_stable
 from bayescal._src.curve import CalibrationCurve
-from bayescal._src.host import _device, _key_words, _result, _threefry2x32
+from bayescal._src.host import _device, _result
 from bayescal._src.host import active as host_active
 from bayescal._src.host import first as host_first
 from bayescal._src.resampling import as_key, check_level
@@ -345,10 +346,12 @@ def _twin_smooth_reliability_curve(
     return CalibrationCurve(_device(t), _result(mu, p.dtype), _result(dens, p.dtype))
 
 
-def _split_words(words: np.ndarray, count: int) -> np.ndarray:
-    """``jax.random.key_data(jax.random.split(key, count))`` of the key of ``words``
-    (the partitionable split: the threefry hash of the counters ``(0, i)``)."""
-    return _threefry2x32(words, np.zeros(count, np.uint32), np.arange(count, dtype=np.uint32))
+# unoptimised code: threefry's hash compiles ~10x faster so (bayescal._src.folds)
+@functools.partial(newton.fast_jit, static_argnums=1)
+def _split_words(key: jax.Array, count: int) -> jax.Array:
+    """``jax.random.key_data(jax.random.split(key, count))``: the kernel's keys of the
+    resamples, in one small program (eager, each of the two compiled one)."""
+    return jax.random.key_data(jax.random.split(key, count))
 
 
 def _twin_smooth_reliability_band(
@@ -367,12 +370,12 @@ def _twin_smooth_reliability_band(
     from bayescal._src.bands import _host_cell_draws, use_xla_draws
     from bayescal._src.curve import CalibrationCurve
 
-    # several devices (or bands.xla_draws): the kernel draws with jax.random there
-    words = None if use_xla_draws() else _key_words(key)
+    if use_xla_draws():  # several devices: the kernel draws with jax.random there
+        return None
     data = _smooth_inputs(y_true, y_prob, bandwidth)
     ok_points = num_points is None or (type(num_points) is int and 2 <= num_points <= 10**6)
     ok_samples = type(num_samples) is int and 2 <= num_samples <= 10**5
-    if words is None or data is None or not ok_points or not ok_samples:
+    if key is None or data is None or not ok_points or not ok_samples:
         return None
     if type(level) not in (float, int) or not 0 < level < 1:
         return None
@@ -387,7 +390,8 @@ def _twin_smooth_reliability_band(
     weights = np.empty((num_samples + 1, n), np.float64)
     weights[0] = 1.0
     weights[1:] = _host_cell_draws(
-        _split_words(words, num_samples), np.float64(n), np.ones(n), kind="resample"
+        np.asarray(_split_words(as_key(key), num_samples)), np.float64(n), np.ones(n),
+        kind="resample",
     )
     y64 = y.astype(np.float64)
     t, sm = _relplot_smooth(
