@@ -92,6 +92,32 @@ def test_multiclass_estimators_equal_the_numpy_double_loop(n, c):
     np.testing.assert_allclose(float(got), ul, rtol=1e-4, atol=TOL)
 
 
+@given(
+    st.lists(
+        st.sampled_from([0.0, -0.0, 1e-40, 0.25, 0.5, 1.0, 3.0, math.inf, math.nan])
+        | st.floats(0, 2.0**100, width=32),
+        min_size=1,
+        max_size=80,
+    ),
+    st.integers(0, 79),
+    st.booleans(),
+)
+def test_middle_order_statistics_equal_numpys_sort(values, count, wide):
+    """The selection behind the median heuristic against ``np.sort`` (the values
+    ``(count - 1) // 2`` and ``count // 2`` of the sorted array, bit for bit), with
+    ties, zeros of both signs, subnormals, inf and NaN, under ``jit``; float64 too
+    where x64 is on."""
+    from bayescal._src.kernel_calibration import middle_order_statistics
+
+    dt = np.float64 if wide and jax.config.jax_enable_x64 else np.float32
+    v = np.asarray(values, dt)
+    c = min(count, v.size - 1) + 1
+    got = np.asarray(jax.jit(middle_order_statistics)(jnp.asarray(v), c))
+    s = np.sort(v)
+    want = np.array([s[(c - 1) // 2], s[c // 2]])
+    np.testing.assert_array_equal(got + 0, want + 0)  # -0.0 reads as 0.0
+
+
 def test_median_heuristic_is_the_reference_median_and_the_test_reports_it():
     y, p = _binary(101, 3)  # 5050 pairs (even count: np.median's mean of two)
     _, _, _, nu = _reference(y, p)

