@@ -44,6 +44,7 @@ from bayescal._src import backend as _backend
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import newton
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.reduce import reduce_scores
 from bayescal._src.validation import host_resident
 
 __all__ = ["HOST_MAX", "TWINS", "active", "disabled", "first"]
@@ -256,16 +257,11 @@ def _observation_weights(weights: Any, like: np.ndarray, limit: int = HOST_MAX) 
 
 
 def _reduce(scores: np.ndarray, w: np.ndarray | None, reduction: str, dtype: Any) -> Any:
-    """``reduce.reduce_scores``: a weight of 0 removes its term (even an infinite one)."""
+    """``reduce.reduce_scores`` on the host: float64 sums, rounded once to ``dtype``."""
     if reduction == "none":
         return _device(scores.astype(dtype))
-    if w is None:
-        total = np.add.reduce(scores, dtype=np.float64)
-    else:
-        total = np.add.reduce(np.where(w == 0, 0, w * scores), dtype=np.float64)
-    if reduction == "mean":
-        total = total / (scores.size if w is None else np.add.reduce(w, dtype=np.float64))
-    return _result(total, dtype)
+    w64 = None if w is None else w.astype(np.float64)
+    return _result(reduce_scores(scores.astype(np.float64), w64, reduction, np), dtype)
 
 
 # --------------------------------------------------------------------------- isotonic

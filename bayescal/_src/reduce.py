@@ -1,4 +1,9 @@
-"""Per-observation scores to one number: the ``weights`` / ``reduction`` pair of both branches."""
+"""Per-observation scores to one number: the ``weights`` / ``reduction`` pair of both branches.
+
+:func:`reduce_scores` and :func:`clip_unit` take the array namespace ``xp``: ``jax.numpy``
+in the kernels, ``numpy`` in the host twins (which pass float64 scores and round the
+result once to the inputs' dtype).
+"""
 
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ def check_weights(weights: Any, n: int, dtype: Any) -> jax.Array | None:
     return w
 
 
-def reduce_scores(x: jax.Array, w: jax.Array | None, reduction: str) -> jax.Array:
+def reduce_scores(x: Any, w: Any, reduction: str, xp: Any = jnp) -> Any:
     """Combine scores over the last (observation) axis.
 
     ``"mean"``: the (weighted) mean; ``"sum"``: the (weighted) sum; ``"none"``: the
@@ -43,18 +48,18 @@ def reduce_scores(x: jax.Array, w: jax.Array | None, reduction: str) -> jax.Arra
     if reduction == "none" or x.ndim == 0:
         return x  # a scalar is one observation: its mean and its sum are itself
     if w is None:
-        return jnp.mean(x, axis=-1) if reduction == "mean" else jnp.sum(x, axis=-1)
-    total = jnp.sum(jnp.where(w == 0, 0, w * x), axis=-1)
-    return total / jnp.sum(w) if reduction == "mean" else total
+        return xp.mean(x, axis=-1) if reduction == "mean" else xp.sum(x, axis=-1)
+    total = xp.sum(xp.where(w == 0, 0, w * x), axis=-1)
+    return total / xp.sum(w) if reduction == "mean" else total
 
 
-def clip_unit(p: jax.Array, eps: float) -> jax.Array:
+def clip_unit(p: Any, eps: float, xp: Any = jnp) -> Any:
     """Clip probabilities to ``[eps, 1 - eps]`` in ``p``'s dtype.
 
     ``1 - eps`` is taken as the largest float of the dtype below 1 when it rounds to 1
     (e.g. ``eps = 2.2e-16`` in float32), so ``log(1 - p)`` stays finite.
     """
-    one = jnp.asarray(1, p.dtype)
-    hi = jnp.minimum(jnp.asarray(1 - eps, p.dtype), jnp.nextafter(one, jnp.zeros_like(one)))
-    lo = jnp.maximum(jnp.asarray(eps, p.dtype), jnp.finfo(p.dtype).tiny)
-    return jnp.clip(p, lo, hi)
+    one = xp.asarray(1, p.dtype)
+    hi = xp.minimum(xp.asarray(1 - eps, p.dtype), xp.nextafter(one, xp.zeros_like(one)))
+    lo = xp.maximum(xp.asarray(eps, p.dtype), xp.finfo(p.dtype).tiny)
+    return xp.clip(p, lo, hi)

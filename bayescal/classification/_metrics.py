@@ -9,7 +9,6 @@ from typing import Any, Literal, NamedTuple, TypeVar, overload
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import xlog1py, xlogy
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
@@ -220,6 +219,28 @@ def reliability_curve(
 ) -> tuple[CalibrationCurve, jax.Array]: ...
 
 
+# --------------------------------------------------------------------------- closed forms
+# Written once for both paths against the array namespace xp: jax.numpy in the
+# kernels, numpy in the host twins.
+def _sigmoid(x: Any, xp: Any) -> Any:
+    return 0.5 + 0.5 * xp.tanh(0.5 * x)  # XLA's own expansion of the logistic
+
+
+def _brier_terms(y: Any, x: Any, is_logit: bool, xp: Any) -> Any:
+    """Squared errors of the probabilities ``x`` (or of ``sigmoid(x)`` for logits)."""
+    return (_sigmoid(x, xp) - y) ** 2 if is_logit else (x - y) ** 2
+
+
+def _log_loss_terms(y: Any, x: Any, is_logit: bool, eps: float | None, xp: Any) -> Any:
+    """Per-observation log-loss of labels ``y`` in {0, 1}: of probabilities ``x``
+    (clipped to ``[eps, 1 - eps]`` with ``eps``), or of logits ``x`` as
+    ``softplus(-x)`` for ``y = 1`` and ``softplus(x)`` for ``y = 0``."""
+    if is_logit:
+        return xp.logaddexp(0, xp.where(y == 1, -x, x))
+    p = x if eps is None else clip_unit(x, eps, xp)
+    return -xp.where(y == 1, xp.log(p), xp.log1p(-p))
+
+
 # --------------------------------------------------------------------------- host twins
 def _twin_brier_score(
     y_true: Any,
@@ -236,11 +257,10 @@ def _twin_brier_score(
     data = _binary(y_true, logits if is_logit else y_prob, weights, not is_logit)
     if data is None:
         return None
-    y, p, w = data
-    dtype = p.dtype
+    y, x, w = data
     if is_logit:
-        p = 0.5 + 0.5 * np.tanh(0.5 * p.astype(np.float64))  # the sigmoid
-    return _reduce((p - y) ** 2, w, reduction, dtype)
+        x = x.astype(np.float64)
+    return _reduce(_brier_terms(y, x, is_logit, np), w, reduction, data[1].dtype)
 
 
 def _twin_log_loss(
@@ -262,17 +282,8 @@ def _twin_log_loss(
     if data is None:
         return None
     y, x, w = data
-    dtype = x.dtype
-    # In the input's dtype, as the kernel (the sums in float64, in _reduce).
-    if is_logit:  # y softplus(-z) + (1 - y) softplus(z)
-        loss = np.logaddexp(0.0, np.where(y == 1, -x, x))
-    else:
-        if eps is not None:  # reduce.clip_unit
-            one = dtype.type(1)
-            hi = min(dtype.type(1 - eps), np.nextafter(one, dtype.type(0)))
-            x = np.clip(x, max(dtype.type(eps), np.finfo(dtype).tiny), hi)
-        loss = -np.where(y == 1, np.log(x), np.log1p(-x))
-    return _reduce(loss, w, reduction, dtype)
+    # in the input's dtype, as the kernel (the sums in float64, in _reduce)
+    return _reduce(_log_loss_terms(y, x, is_logit, eps, np), w, reduction, x.dtype)
 
 
 def _twin_expected_calibration_error(
@@ -574,18 +585,12 @@ def _prob_or_logits(
 
 @functools.partial(jax.jit, static_argnames=("is_logit", "reduction"))
 def _brier_kernel(y, x, w, *, is_logit: bool, reduction: str):
-    p = jax.nn.sigmoid(x) if is_logit else x
-    return reduce_scores((p - y) ** 2, w, reduction)
+    return reduce_scores(_brier_terms(y, x, is_logit, jnp), w, reduction)
 
 
 @functools.partial(jax.jit, static_argnames=("is_logit", "eps", "reduction"))
 def _log_loss_kernel(y, x, w, *, is_logit: bool, eps: float | None, reduction: str):
-    if is_logit:
-        loss = y * jax.nn.softplus(-x) + (1 - y) * jax.nn.softplus(x)
-    else:
-        p = x if eps is None else clip_unit(x, eps)
-        loss = -(xlogy(y, p) + xlog1py(1 - y, -p))
-    return reduce_scores(loss, w, reduction)
+    return reduce_scores(_log_loss_terms(y, x, is_logit, eps, jnp), w, reduction)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

@@ -25,13 +25,6 @@ def ndtr(z: Any) -> np.ndarray:
     return 0.5 * _ERFC(-z * math.sqrt(0.5)).astype(np.float64)
 
 
-def crps_standard_normal(t: np.ndarray) -> np.ndarray:
-    """CRPS of N(0, 1) at ``t``, in float64 (Gneiting & Raftery 2007, closed form)."""
-    t = np.asarray(t, np.float64)
-    pdf = np.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
-    return t * (2 * ndtr(t) - 1) + 2 * pdf - 1 / math.sqrt(math.pi)
-
-
 def _normal_predictive(
     y_true: Any, loc: Any, scale: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import ndtr
 from jax.typing import ArrayLike
 
@@ -24,7 +25,8 @@ from bayescal._src.host import first as host_first
 from bayescal._src.options import Reduction, coverage_and_alpha
 from bayescal._src.reduce import check_reduction, check_weights, reduce_scores
 from bayescal._src.sorting import sort_last_axis
-from bayescal.regression._host import _normal_predictive, crps_standard_normal
+from bayescal.regression._host import _normal_predictive
+from bayescal.regression._host import ndtr as _host_ndtr
 
 __all__ = ["crps_normal", "crps_draws", "nll_normal", "interval_score", "pinball_loss"]
 
@@ -63,10 +65,15 @@ def _weights(weights: ArrayLike | None, y: jax.Array) -> jax.Array | None:
 
 @functools.partial(jax.jit, static_argnames="reduction")
 def _crps_normal_kernel(y, loc, scale, w, reduction):
-    z = (y - loc) / scale
-    pdf = jnp.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
-    crps = scale * (z * (2 * ndtr(z) - 1) + 2 * pdf - 1 / math.sqrt(math.pi))
-    return reduce_scores(crps, w, reduction)
+    return reduce_scores(scale * crps_standard_normal((y - loc) / scale, jnp), w, reduction)
+
+
+def crps_standard_normal(t: Any, xp: Any = np) -> Any:
+    """CRPS of N(0, 1) at ``t`` (Gneiting & Raftery 2007, closed form), for both paths:
+    ``xp`` is ``jax.numpy`` in the kernels, ``numpy`` (float64) in the host twins."""
+    cdf = ndtr(t) if xp is jnp else _host_ndtr(t)
+    pdf = xp.exp(-0.5 * t * t) / math.sqrt(2 * math.pi)
+    return t * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi)
 
 
 # --------------------------------------------------------------------------- host twins
@@ -83,7 +90,7 @@ def _twin_crps_normal(
     w = _observation_weights(weights, y)
     if w is _BAD:
         return None
-    crps = s * crps_standard_normal(z)
+    crps = s * crps_standard_normal(z.astype(np.float64))
     if reduction == "none":
         return _device(_flushed(crps.astype(y.dtype)))
     return _reduce(crps, w, reduction, y.dtype)

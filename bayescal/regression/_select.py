@@ -18,6 +18,7 @@ from bayescal.regression._recalibration import (
     _host_map_levels,
     _host_ndtri,
 )
+from bayescal.regression._scores import crps_standard_normal
 
 __all__ = ["RecalibratorSelection", "RECALIBRATORS", "select_recalibrator"]
 
@@ -110,7 +111,7 @@ def _host_loss(score: str, alpha: float):
         if kind == "normal":
             f = params[:, None]
             if score == "crps":
-                return sigma * f * _host.crps_standard_normal(z / f)
+                return sigma * f * crps_standard_normal(np.asarray(z / f, np.float64))
             return sigma * _interval_standard(z, -half * f, half * f, alpha)
         rows = []
         for raw, cal in params:
