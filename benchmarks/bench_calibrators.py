@@ -216,6 +216,25 @@ def _kernel_uq(y, p, bandwidth, block_rows=1024):
     return total / (n * (n - 1))
 
 
+def _linear_skce_test(y, p, points=512):
+    """Widmann et al. (2019): the linear SKCE estimator's test (Lemma 3's terms
+    h_{2i, 2i+1}, normal approximation, one-sided), binary as (1 - p, p), with the
+    median heuristic nu = np.median of ||p_i - p_j|| over the pairs i < j of ``points``
+    observations spread over the data (rows floor(k n / points), as bayescal takes
+    them); numpy, float64."""
+    p = np.asarray(p, np.float64)
+    n = p.size
+    m = min(n, points)
+    sub = p[(np.arange(m) * n) // m]
+    iu, ju = np.triu_indices(m, 1)
+    nu = float(np.median(math.sqrt(2) * np.abs(sub[iu] - sub[ju])))
+    r = y - p
+    a, b = slice(0, n - n % 2, 2), slice(1, n - n % 2, 2)
+    terms = np.exp(-math.sqrt(2) * np.abs(p[a] - p[b]) / nu) * 2 * r[a] * r[b]
+    mean, sd = terms.mean(), terms.std(ddof=1)
+    return mean, scipy.stats.norm.sf(math.sqrt(terms.size) * mean / sd), nu
+
+
 def _hosmer_lemeshow(y, p, g=10):
     """Hosmer & Lemeshow (1980): groups at np.quantile's k/g quantiles, chi2(g - 2)."""
     edges = np.quantile(p, (np.arange(g + 1) / g).astype(p.dtype))
@@ -542,6 +561,21 @@ def _kernel(n):
     )
 
 
+def _kernel_test(n):
+    y, p, _ = _binary(n, 11)
+
+    def ours():
+        t = clf.kernel_calibration_test(y, p)
+        return t.statistic, t.p_value, t.bandwidth
+
+    def check(out, ref):
+        _close(out[2], ref[2], _loose(1e-6, 1e-12), _loose(1e-5, 1e-12))  # nu
+        _close(out[0], ref[0], _loose(1e-6, 1e-12), _loose(1e-3, 1e-9))
+        _close(out[1], ref[1], _loose(1e-4, 1e-9), _loose(1e-3, 1e-8))
+
+    return ours, lambda _: _linear_skce_test(y, p), check
+
+
 def _hl(n):
     y, p, _ = _binary(n, 12)
 
@@ -750,6 +784,10 @@ CASES = [
     Case("kernel_calibration_error (unbiased)", "numpy O(N^2) Widmann et al. 2019", None,
          10**4, f"rtol 1e-3 / 1e-9 ({F32})", f"bandwidth {BANDWIDTH} given to both",
          _kernel),
+    Case("kernel_calibration_test (linear, median bandwidth)",
+         "numpy Widmann et al. 2019 linear test + np.median", None, 10**5,
+         f"statistic rtol 1e-3, p-value 1e-3, bandwidth 1e-5 ({F32})",
+         "bandwidth: median over 512 spread observations' pairs", _kernel_test),
     Case("hosmer_lemeshow (10 groups)", "numpy + scipy.stats.chi2", None, 10**5,
          f"statistic rtol 1e-4 / 1e-9 ({F32})", "", _hl),
     Case("spiegelhalter_z", "numpy + scipy.stats.norm", None, 10**5,
