@@ -776,3 +776,19 @@ def test_quadratic_estimators_refuse_more_pairs_than_the_budget_before_starting(
             call()
         assert time.perf_counter() - t0 < 5  # refused before any pair is summed
     assert np.isfinite(float(R.kernel_calibration_error(y, loc, 1.0, estimator="linear")))
+
+
+def test_the_linear_test_is_answered_on_the_host_up_to_its_limit():
+    """Binary labels beyond HOST_MAX (here 40,000) no longer send the linear test to
+    the kernel after its median was taken on the host: the twin answers, equal to the
+    kernel; beyond ``_LINEAR_MAX`` (where the kernel is faster) the kernel answers."""
+    from bayescal._src.host import HOST_MAX
+    from bayescal.classification._kernel import _LINEAR_MAX
+    from tests.test_host_path import assert_same, both
+
+    for n, on_host in ((40_000, True), (_LINEAR_MAX + 2, False)):
+        assert (n > HOST_MAX) and (n <= _LINEAR_MAX) == on_host
+        y, p = _binary(n, 7)
+        got, want, answered = both(lambda y=y, p=p: clf.kernel_calibration_test(y, p))
+        assert answered == [on_host]
+        assert_same(got, want)
