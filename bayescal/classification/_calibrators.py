@@ -58,6 +58,7 @@ from bayescal.classification._host import (
     _softmax_rows,
     _weighted_quantiles,
     logistic_rows,
+    sigmoid,
 )
 from bayescal.classification._host import _logit as _host_logit
 from bayescal.classification._host import _platt_map as _host_platt_map
@@ -490,7 +491,7 @@ def _twin_temperature_apply(calibrator: Any, logits: Any) -> jax.Array | None:
     scaled = (z / t.astype(dt)).astype(np.float64)  # in the dtype, as the kernel
     if z.ndim == 2:
         return _device(_softmax_rows(scaled, dt))
-    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * scaled)).astype(dt)))
+    return _device(_flushed(sigmoid(scaled).astype(dt)))
 
 
 def _twin_beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
@@ -510,7 +511,7 @@ def _twin_beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
     a64, b64, c64 = (float(v.astype(dt)) for v in (a, b, c))
     eta = (a64 * np.log(q) if a64 else 0.0) - (b64 * np.log1p(-q) if b64 else 0.0) + c64
     eta = np.broadcast_to(eta, p.shape)
-    return _device(_flushed((0.5 + 0.5 * np.tanh(0.5 * eta)).astype(dt)))
+    return _device(_flushed(sigmoid(eta).astype(dt)))
 
 
 # --------------------------------------------------------------------------- Platt

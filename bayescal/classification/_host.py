@@ -217,10 +217,17 @@ def _logistic_one(
     return theta[0] if converged[0] else None
 
 
+def sigmoid(x: Any, xp: Any = np) -> Any:
+    """The logistic function as ``0.5 + 0.5 tanh(x / 2)`` (no overflow at any ``x``),
+    for the host twins (numpy) and kernels that share their arithmetic
+    (``xp=jax.numpy``; ``jax.nn.sigmoid`` differs from it by up to an ulp)."""
+    return 0.5 + 0.5 * xp.tanh(0.5 * x)
+
+
 def _platt_map(a: np.ndarray, b: np.ndarray, f: np.ndarray, dtype: Any) -> np.ndarray:
     """``1 / (1 + exp(a f + b))`` in ``dtype`` (float64 inside), subnormals flushed."""
     eta = a.astype(np.float64) * f.astype(np.float64) + b.astype(np.float64)
-    return _flushed((0.5 - 0.5 * np.tanh(0.5 * eta)).astype(dtype))
+    return _flushed(sigmoid(-eta).astype(dtype))
 
 
 def logistic_rows(

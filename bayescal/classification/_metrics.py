@@ -29,7 +29,7 @@ from bayescal._src.resampling import check_key
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import isotonic_fit
 from bayescal._src.warn import warn
-from bayescal.classification._host import _bin_means, _binary, _binned
+from bayescal.classification._host import _bin_means, _binary, _binned, sigmoid
 from bayescal.classification._inputs import (
     Bins,
     binary_inputs,
@@ -222,13 +222,9 @@ def reliability_curve(
 # --------------------------------------------------------------------------- closed forms
 # Written once for both paths against the array namespace xp: jax.numpy in the
 # kernels, numpy in the host twins.
-def _sigmoid(x: Any, xp: Any) -> Any:
-    return 0.5 + 0.5 * xp.tanh(0.5 * x)  # XLA's own expansion of the logistic
-
-
 def _brier_terms(y: Any, x: Any, is_logit: bool, xp: Any) -> Any:
     """Squared errors of the probabilities ``x`` (or of ``sigmoid(x)`` for logits)."""
-    return (_sigmoid(x, xp) - y) ** 2 if is_logit else (x - y) ** 2
+    return (sigmoid(x, xp) - y) ** 2 if is_logit else (x - y) ** 2
 
 
 def _log_loss_terms(y: Any, x: Any, is_logit: bool, eps: float | None, xp: Any) -> Any:

@@ -32,6 +32,7 @@ from bayescal.classification._host import (
     _eps_ok,
     _quantile_edges,
     _weighted_quantiles,
+    sigmoid,
 )
 from bayescal.classification._host import _logit as _host_logit
 from bayescal.classification._inputs import binary_inputs, check_eps
@@ -128,7 +129,7 @@ def _penalised_newton(
     eta = linear(beta)
     converged = np.zeros(rows, bool)
     for _ in range(max_steps):
-        q = 0.5 + 0.5 * np.tanh(0.5 * eta)  # sigmoid(eta)
+        q = sigmoid(eta)
         grad = np.einsum("rn,kn->rk", wn[live] * (q - y), basis_t)
         grad += 2 * pen[live, None] * beta[live]
         hess = np.empty((live.size, k, k))
@@ -263,7 +264,7 @@ def _twin_spline_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
         return None
     cast = lambda a: a.astype(p.dtype).astype(np.float64)  # noqa: E731  (the kernel's dtype)
     eta = spline_basis(x.astype(np.float64), cast(knots), np) @ cast(coef)
-    return _device(_flushed((0.5 - 0.5 * np.tanh(-0.5 * eta)).astype(p.dtype)))
+    return _device(_flushed(sigmoid(eta).astype(p.dtype)))
 
 
 @pytree_dataclass(data=("knots", "coef"), meta=("eps",))
