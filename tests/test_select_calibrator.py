@@ -389,27 +389,6 @@ def test_numpy_fits_equal_the_compiled_kernel(score, monkeypatch):
         np.testing.assert_allclose(a(grid), b(grid), **TOL)
 
 
-def test_vectorised_pav_equals_scipy():
-    # reference: scipy.optimize.isotonic_regression (weighted PAV), incl. a long
-    # cascade that the vectorised passes hand over to the block-wise loop
-    from scipy.optimize import isotonic_regression
-
-    from bayescal.classification._select import _pav
-
-    rng = np.random.default_rng(0)
-    cases = [
-        (rng.uniform(size=3000) < np.sort(rng.uniform(size=3000))).astype(float),
-        (rng.uniform(size=3000) < 0.5).astype(float),
-        np.r_[np.arange(999.0), -1e6],
-        -np.arange(50.0),
-    ]
-    for y in cases:
-        w = rng.uniform(0.1, 3, y.size)
-        np.testing.assert_allclose(
-            _pav(y, w), isotonic_regression(y, weights=w).x, rtol=1e-12, atol=1e-12
-        )
-
-
 def test_a_first_call_compiles_at_most_the_fold_program():
     # the folds' fits run in NumPy: only the fold assignment's program (per bucket)
     from tests.conftest import compilations_during

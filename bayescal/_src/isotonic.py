@@ -1,10 +1,8 @@
 """Weighted isotonic regression (pool adjacent violators), jittable and vmappable.
 
-With one device the solver runs on the host through ``jax.pure_callback``: for rows of up to
-:data:`SMALL_ROW` observations in all a pool-adjacent-violators loop in plain Python
-(:func:`_pav_row`: ~3 ms at n = 1e4, where importing scipy.optimize alone takes
-~0.25 s of a first call), for longer rows scipy's C++ PAV
-(``scipy.optimize.isotonic_regression``), which ran at about 1.3x scipy on its own at
+With one device the solver runs on the host through ``jax.pure_callback``: scipy's C++
+PAV (:func:`_pav_row`, bit for bit ``scipy.optimize.isotonic_regression``, loaded without
+the 0.3 s import of ``scipy.optimize``), which ran at about 1.3x scipy on its own at
 n = 1e6, where a pure XLA ``while_loop`` PAV ran 2.8-7.6x slower and is fragile.
 
 With several devices (a mesh, or several processes) a host callback is not an option:
@@ -23,7 +21,14 @@ mean of its observations, so
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.util
 import math
+import os
+import sys
+import threading
+from collections.abc import Callable
+from importlib.machinery import EXTENSION_SUFFIXES
 
 import jax
 import jax.numpy as jnp
@@ -32,66 +37,68 @@ import numpy as np
 from bayescal._src.binning import two_sum
 from bayescal._src.sorting import by_platform, gather_all, several_devices
 
-__all__ = ["SMALL_ROW", "device_isotonic", "isotonic_kernel"]
+__all__ = ["device_isotonic", "isotonic_kernel"]
 
 
-#: Calls of at most this many observations in all their rows are fitted by
-#: :func:`_pav_row` (~20 ms at this length), larger ones by scipy's C++ PAV (~70x
-#: faster a row, once its ~0.25 s import is paid): CORP's consistency band refits 1000
-#: rows of N = 10,000, 5 s in the Python loop against 0.07 s in scipy's.
-SMALL_ROW = 1 << 16
+_PAVA_LOCK = threading.Lock()
+_PAVA: list = []  # scipy's C++ PAV, once loaded
 
 
-def _pav_row(y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """The nondecreasing PAV fit of one row, in float64 (the reference: scipy's PAV).
+def _scipy_pava() -> Callable:
+    """scipy's C++ PAV, the routine behind ``scipy.optimize.isotonic_regression``.
 
-    Blocks are kept as (weighted sum, weight, count) and pooled while the previous
-    block's mean exceeds the new one's, so each value is one division of exact-order
-    sums. A block of zero or negative total weight (invalid input, which the public
-    functions reject or turn into NaN) gets NaN instead of raising inside a callback.
+    Loaded from its extension file (``scipy/optimize/_pava_pybind``, scipy >= 1.12): the
+    extension takes under 1 ms to load, where importing ``scipy.optimize`` took 0.28-0.33
+    s of a first fit (2-core CPU machine, 2026-11-29). Registered under its own name,
+    so a later ``import scipy.optimize`` uses the same module; another layout of scipy
+    falls back on that import.
     """
-    sums: list[float] = []
-    weights: list[float] = []
-    counts: list[int] = []
-    for v, wv in zip(y.tolist(), w.tolist(), strict=True):
-        s, t, c = v * wv, wv, 1
-        while sums and (t <= 0 or weights[-1] <= 0 or sums[-1] * t > s * weights[-1]):
-            s += sums.pop()
-            t += weights.pop()
-            c += counts.pop()
-        sums.append(s)
-        weights.append(t)
-        counts.append(c)
-    total = np.asarray(weights)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        means = np.where(total > 0, np.asarray(sums) / total, np.nan)
-    return np.repeat(means, counts)
+    with _PAVA_LOCK:  # the first calls may come from several XLA callback threads
+        if not _PAVA:
+            import scipy
+
+            name = "scipy.optimize._pava_pybind"
+            module = sys.modules.get(name)
+            folder = os.path.join(os.path.dirname(scipy.__file__), "optimize")
+            paths = [os.path.join(folder, "_pava_pybind" + s) for s in EXTENSION_SUFFIXES]
+            found = [path for path in paths if os.path.exists(path)]
+            if module is None and found:
+                spec = importlib.util.spec_from_file_location(name, found[0])
+                if spec is not None and spec.loader is not None:
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+                    sys.modules[name] = module
+            if module is None:
+                module = importlib.import_module(name)
+            _PAVA.append(module.pava)
+    return _PAVA[0]
+
+
+def _pav_row(y: np.ndarray, w: np.ndarray, increasing: bool = True) -> np.ndarray:
+    """The weighted PAV fit of one row, in float64: bit for bit
+    ``scipy.optimize.isotonic_regression(y, weights=w, increasing=increasing).x``.
+
+    NaN where a weight is not positive (scipy raises, which a host callback must not:
+    the public functions reject such weights, or turn their results into NaN under jit).
+    """
+    order = slice(None) if increasing else slice(None, None, -1)
+    x = np.array(y[order], dtype=np.float64, order="C")  # copies: the PAV works in place
+    wx = np.array(w[order], dtype=np.float64, order="C")
+    if not np.all(wx > 0):
+        return np.full(x.shape, np.nan)
+    if x.size:
+        x = _scipy_pava()(x, wx, np.full(x.size + 1, -1, np.intp))[0]
+    return x[order]
 
 
 def _host_pav(y: np.ndarray, w: np.ndarray, increasing: bool) -> np.ndarray:
     y = np.asarray(y)
     w = np.broadcast_to(np.asarray(w), y.shape)
-    flat_y = y.reshape(-1, y.shape[-1])
-    flat_w = w.reshape(-1, y.shape[-1])
-    out = np.empty(flat_y.shape, dtype=y.dtype)
-    if flat_y.size <= SMALL_ROW:  # all the rows: a batch of refits (CORP's band) is long
-        sign = 1.0 if increasing else -1.0  # a nonincreasing fit is -(fit of -y)
-        flat_y, flat_w = flat_y.astype(np.float64), flat_w.astype(np.float64)
-        for i in range(flat_y.shape[0]):
-            out[i] = sign * _pav_row(sign * flat_y[i], flat_w[i])
-        return out.reshape(y.shape)
-    # Imported here, not at module import: scipy.optimize costs ~0.25 s to import.
-    from scipy.optimize import isotonic_regression as _scipy_isotonic
-
-    # scipy makes its own float64 copies of the rows (and reverses them for a
-    # nonincreasing fit): no copy of ours around it, which cost as much as its PAV
-    # (N = 1e6 weighted: the call 40 -> 30 ms, scipy alone 17 ms).
-    for i in range(flat_y.shape[0]):
-        row_w = flat_w[i]
-        if not np.all(row_w > 0):  # scipy raises; the caller returns NaN or raised
-            out[i] = np.nan
-            continue
-        out[i] = _scipy_isotonic(flat_y[i], weights=row_w, increasing=increasing).x
+    rows = (math.prod(y.shape[:-1]), y.shape[-1])  # not -1: rows may be empty
+    flat_y, flat_w = y.reshape(rows), w.reshape(rows)
+    out = np.empty(rows, dtype=y.dtype)
+    for i in range(rows[0]):
+        out[i] = _pav_row(flat_y[i], flat_w[i], increasing)
     return out.reshape(y.shape)
 
 
