@@ -12,9 +12,18 @@ import pytest
 import scipy.special
 
 from bayescal import classification as clf
+from bayescal.core import host_path
 from tests.conftest import X64
 
 DT = np.float64 if X64 else np.float32
+
+
+@pytest.fixture(params=[True, False], ids=["host", "kernel"])
+def path(request):
+    """Both paths: the host path's loop of binary fits, and past it (or on an
+    accelerator) the histogram and isotonic fits of all classes in one program."""
+    with host_path(request.param):
+        yield request.param
 
 
 def _data(n=600, k=4, seed=0):
@@ -28,7 +37,7 @@ def _data(n=600, k=4, seed=0):
 @pytest.mark.parametrize(
     "method, options", [("histogram", {}), ("histogram", {"bins": 4, "strategy": "uniform"}), ("isotonic", {})]
 )
-def test_equals_per_class_fits_on_the_predicted_rows(method, options):
+def test_equals_per_class_fits_on_the_predicted_rows(method, options, path):
     y, p = _data()
     cal = clf.fit_top_label(y, p, method=method, **options)
     label, conf = p.argmax(axis=1), p.max(axis=1)
@@ -45,7 +54,7 @@ def test_equals_per_class_fits_on_the_predicted_rows(method, options):
         )
 
 
-def test_in_sample_top_label_calibration_per_class_and_bin():
+def test_in_sample_top_label_calibration_per_class_and_bin(path):
     # the definition: P(Y = c(X) | c(X) = k, h(X) = v) = v, exactly on the fitting data
     # with the raw fractions (shrinkage=None); the default's Jeffreys shrinkage gives
     # each (class, bin) (m + 1/2) / (n + 1) of its n rows, m of them right
@@ -66,7 +75,7 @@ def test_in_sample_top_label_calibration_per_class_and_bin():
                 np.testing.assert_allclose(conf[rows], want, atol=1e-6)
 
 
-def test_weights_zero_removes_rows():
+def test_weights_zero_removes_rows(path):
     y, p = _data(seed=2)
     w = np.ones(len(y))
     w[::3] = 0
@@ -78,7 +87,7 @@ def test_weights_zero_removes_rows():
     )
 
 
-def test_a_class_never_predicted_gets_the_pooled_calibrator():
+def test_a_class_never_predicted_gets_the_pooled_calibrator(path):
     y, p = _data(seed=3, k=3)
     p = p.copy()
     p[:, 2] = 0.5 * np.minimum(p[:, 0], p[:, 1])  # class 2 never the argmax
@@ -91,7 +100,7 @@ def test_a_class_never_predicted_gets_the_pooled_calibrator():
     )
 
 
-def test_bad_input_names_the_argument():
+def test_bad_input_names_the_argument(path):
     y, p = _data(n=50)
     with pytest.raises(ValueError, match="method"):
         clf.fit_top_label(y, p, method="spline")
@@ -103,3 +112,40 @@ def test_bad_input_names_the_argument():
         clf.fit_top_label(y, p, weights=-np.ones(len(y)))
     with pytest.raises(ValueError, match="probs must have shape"):
         clf.fit_top_label(y, p)(p[:, :2])
+
+
+@pytest.mark.parametrize(
+    "method, options",
+    [("histogram", {}), ("histogram", {"bins": 4, "strategy": "uniform"}), ("isotonic", {})],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_one_program_for_all_classes_equals_the_loop(method, options, weighted, monkeypatch):
+    # the kernel path fits every class in one vmapped program per bucket of N (a padded
+    # bucket here: N = 700); the reference is the loop of binary fits it replaces
+    from bayescal.classification import _calibrators as cm
+    from tests.conftest import compilations_during
+
+    y, p = _data(n=700, k=4, seed=5)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, len(y)) if weighted else None
+    w = None if w is None else np.where(np.arange(len(y)) % 7 == 0, 0.0, w)
+    opts = {"bins": 10, "strategy": "quantile", **options} if method == "histogram" else {}
+    fit = clf.fit_histogram_binning if method == "histogram" else clf.fit_isotonic
+    loop_fit, loops = cm._fit_top_label_loop, []
+    monkeypatch.setattr(cm, "_fit_top_label_loop", lambda *a: loops.append(a) or loop_fit(*a))
+    with host_path(False):
+        one = clf.fit_top_label(y, p, method=method, weights=w, **options)
+        # one program per bucket: another N in the bucket (512, 1024] compiles nothing
+        w650 = None if w is None else w[:650]
+        again = compilations_during(
+            lambda: clf.fit_top_label(y[:650], p[:650], method=method, weights=w650, **options)
+        )
+        assert not loops  # the program answered, not the loop's fallback
+        loop = loop_fit(fit, y, p, w, opts)
+    assert again == 0
+    assert type(one) is type(loop)
+    grid = np.linspace(0.2, 1.0, 41).astype(DT)
+    for a, b in zip(one.calibrators, loop.calibrators, strict=True):
+        assert type(a) is type(b)
+        np.testing.assert_allclose(np.asarray(a(grid)), np.asarray(b(grid)), atol=1e-6)
+    if method == "isotonic":
+        assert one.calibrators[0].thresholds.shape == (len(y),)  # the knots cut to N
