@@ -364,6 +364,23 @@ def test_host_checks_leave_large_and_bfloat16_arrays_to_the_compiled_pass():
         validation.record("finite", "x", big)
 
 
+def test_host_checks_size_each_array_once():
+    # several checks of one array read it once: [N, 5] probabilities checked for their
+    # range and row sums count 5N values, not 10N (at N = 100,000 the sum of the
+    # repeats passed HOST_CHECK_MAX_SIZE and a flag program was compiled)
+    n = validation.HOST_CHECK_MAX_SIZE // 6
+    p = np.full((n, 5), 0.2, np.float32)
+    y = np.zeros(n, np.int32)
+    checks = [
+        validation._Check("class_range", "y", (y,), (5,), "labels"),
+        validation._Check("unit", "p", (p,), (), "values"),
+        validation._Check("finite", "p", (p,), (), "values"),
+    ]
+    np.testing.assert_array_equal(validation._host_flags(checks), [True, True, True])
+    other = checks + [validation._Check("finite", "q", (p.copy(),), (), "values")]
+    assert validation._host_flags(other) is None  # another array of 5N values: too many
+
+
 def test_checks_of_new_shapes_compile_nothing(rng):
     # one eager check per length: in NumPy, no XLA program per shape
     def run():
