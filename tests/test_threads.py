@@ -37,6 +37,7 @@ SCRIPT = textwrap.dedent(
         "fit_centered_isotonic": lambda: bc.fit_centered_isotonic(y, p).values,
         "isotonic_calibration_index": lambda: bc.isotonic_calibration_index(y, p),
         "fit_top_label": lambda: bc.fit_top_label(labels, probs, method="isotonic")(probs)[1],
+        "fit_one_vs_rest": lambda: bc.fit_one_vs_rest(labels, probs, method="isotonic")(probs),
         "isotonic_regression": lambda: isotonic_regression(p),
     }
     for name, call in calls.items():
@@ -67,5 +68,5 @@ def test_eight_threads_calling_fits_with_host_callbacks_finish_with_the_serial_a
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.split("\n")
     finished = dict(line.split() for line in lines if line.strip())
-    assert len(finished) == 7, out.stdout
+    assert len(finished) == 8, out.stdout
     assert set(finished.values()) == {"same"}, out.stdout

@@ -622,8 +622,16 @@ def bucketed_fit(
     When a check fails, or under ``jit``/``vmap``, ``fallback()`` runs instead (by
     default ``core`` unpadded through the ordinary validated path, which raises the
     detailed error, or makes the result NaN under tracing). ``compiler_options``: as in
-    :func:`fast_jit` (default: ``xla_options.fit_compiler_options``).
+    :func:`fast_jit` (default: ``xla_options.fit_compiler_options``). One call at a
+    time, as every validated public function (``validation.one_call_at_a_time``: the
+    host callbacks of concurrent programs can starve JAX's CPU threads).
     """
+    return _v.one_call_at_a_time(
+        lambda: _bucketed_fit(core, arrays, options, fallback, compiler_options)
+    )
+
+
+def _bucketed_fit(core, arrays, options, fallback, compiler_options):
     try:
         host = _host_paddable(arrays)
         if host is not None:

@@ -40,6 +40,7 @@ from .bucketing import (
 
 __all__ = [
     "validated",
+    "one_call_at_a_time",
     "as_float_array",
     "check_choice",
     "check_finite",
@@ -768,6 +769,16 @@ def _reject_masked_arguments(f: Callable[..., Any], args: tuple, kwargs: dict) -
 _ONE_CALL_AT_A_TIME = threading.RLock()
 
 
+def one_call_at_a_time(run: Callable[[], Any]) -> Any:
+    """``run()`` (a public call) under :data:`_ONE_CALL_AT_A_TIME`, its concrete results
+    computed before another thread's call starts; inside another public call (which
+    holds the lock) simply ``run()``."""
+    if _PENDING.get() is not None:
+        return run()
+    with _ONE_CALL_AT_A_TIME:
+        return _settled(run())
+
+
 def _settled(out: Any) -> Any:
     """``out`` once its concrete arrays are computed (see :data:`_ONE_CALL_AT_A_TIME`)."""
     for leaf in jax.tree_util.tree_leaves(out):
@@ -897,10 +908,7 @@ def validated(
 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if _PENDING.get() is not None:  # inside another public call: it holds the lock
-                return call(args, kwargs)
-            with _ONE_CALL_AT_A_TIME:
-                return _settled(call(args, kwargs))
+            return one_call_at_a_time(lambda: call(args, kwargs))
 
         return wrapper  # type: ignore[return-value]
 
