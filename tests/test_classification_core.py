@@ -121,3 +121,30 @@ def test_isotonic_fit_vmap_with_shared_response(rng):
     got = jax.vmap(lambda xi: kernels.isotonic_fit(xi, y).fitted)(x)
     for i in range(3):
         np.testing.assert_allclose(got[i], kernels.isotonic_fit(x[i], y).fitted, rtol=1e-6)
+
+
+
+def test_shared_maps_equal_scipy_in_both_tails():
+    # reference: scipy.special.expit (float64). The host twins' sigmoid, Platt and beta
+    # maps (NumPy, float64) and the kernels' (xp=jax.numpy, in DTYPE) are accurate to a
+    # few ulp RELATIVE, also where the probability is tiny (the twins' former
+    # 0.5 + 0.5 tanh(x / 2) was 6e-4 off at x = -30)
+    import scipy.special
+
+    from bayescal.classification._host import beta_map, platt_map, sigmoid
+
+    x = np.concatenate([-np.geomspace(1e-3, 80, 200), [0.0], np.geomspace(1e-3, 80, 200)])
+    np.testing.assert_allclose(sigmoid(x), scipy.special.expit(x), rtol=4e-16)
+    xd = x.astype(DTYPE)
+    ulp = np.finfo(DTYPE).eps
+    np.testing.assert_allclose(sigmoid(jnp.asarray(xd), jnp), scipy.special.expit(xd), rtol=8 * ulp)
+    a, b = np.float64(-1.7), np.float64(0.3)
+    np.testing.assert_allclose(platt_map(a, b, x), scipy.special.expit(-(a * x + b)), rtol=1e-15)
+    q = scipy.special.expit(x)[(x > -40) & (x < 35)]
+    a, b, c = np.float64(1.3), np.float64(0.0), np.float64(-0.2)
+    want = scipy.special.expit(a * np.log(q) + c)  # b = 0: the ln(1 - q) term dropped
+    np.testing.assert_allclose(beta_map(a, b, c, q), want, rtol=1e-13)
+    qd = q.astype(DTYPE)
+    got = beta_map(*(jnp.asarray(v, DTYPE) for v in (a, b, c, qd)), jnp)
+    want = scipy.special.expit(DTYPE(a) * np.log(qd.astype(np.float64)) + DTYPE(c))
+    np.testing.assert_allclose(got, want, rtol=64 * ulp)

@@ -59,7 +59,9 @@ from bayescal.classification._host import (
     _logistic_one,
     _softmax_rows,
     _weighted_quantiles,
+    beta_map,
     logistic_rows,
+    platt_map,
     sigmoid,
 )
 from bayescal.classification._host import _logit as _host_logit
@@ -139,16 +141,11 @@ def _no_infinite_logits(p: jax.Array, name: str, eps: float | None, method: str)
     )
 
 
-def _times(coef: jax.Array, x: jax.Array) -> jax.Array:
-    """``coef * x`` with 0 * inf = 0 (a dropped feature stays dropped at p = 0 or 1)."""
-    return jnp.where(coef == 0, 0, coef * x)
-
-
 # Jitted bodies of the calibrators' __call__, each called through
 # newton.apply_bucketed (one compiled program per bucket of the input's length).
 def _platt_map(a, b, s, *, use_logit: bool, eps: float | None):
     f = _logit(s, eps) if use_logit else s
-    return jax.nn.sigmoid(-(_times(a, f) + b)).astype(s.dtype)
+    return platt_map(a, b, f, jnp).astype(s.dtype)
 
 
 @functools.partial(newton.fast_jit, static_argnames=("use_logit", "eps"))
@@ -173,8 +170,7 @@ def _histogram_apply_bucketed(params, p):
 
 def _beta_map(a, b, c, p, *, eps: float | None):
     q = p if eps is None else jnp.clip(p, eps, 1 - eps)
-    eta = _times(a, jnp.log(q)) - _times(b, jnp.log1p(-q)) + c
-    return jax.nn.sigmoid(eta).astype(p.dtype)
+    return beta_map(a, b, c, q, jnp).astype(p.dtype)
 
 
 @functools.partial(newton.fast_jit, static_argnames=("eps",))
@@ -509,11 +505,8 @@ def _twin_beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
     dt = p.dtype
     if calibrator.eps is not None:
         p = np.clip(p, dt.type(calibrator.eps), dt.type(1 - calibrator.eps))
-    q = p.astype(np.float64)
-    a64, b64, c64 = (float(v.astype(dt)) for v in (a, b, c))
-    eta = (a64 * np.log(q) if a64 else 0.0) - (b64 * np.log1p(-q) if b64 else 0.0) + c64
-    eta = np.broadcast_to(eta, p.shape)
-    return _device(_flushed(sigmoid(eta).astype(dt)))
+    a64, b64, c64 = (v.astype(dt).astype(np.float64) for v in (a, b, c))
+    return _device(_flushed(beta_map(a64, b64, c64, p.astype(np.float64)).astype(dt)))
 
 
 # --------------------------------------------------------------------------- Platt

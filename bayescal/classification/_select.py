@@ -54,13 +54,8 @@ _LOGIT = {"platt", "beta"}  # fits on log p / log(1 - p): p must be inside (0, 1
 # the one on all the data) are weight rows, as in the compiled kernel. A logistic fit
 # is convex with one optimum, so Newton's method here reaches the optimum fit_platt /
 # fit_beta reach (they agree with float64 to ~1e-6 relative in float32); the isotonic
-# fit pools ties and runs PAV (vectorised passes, then fit_isotonic's own PAV loop);
+# fit pools ties and runs fit_isotonic's PAV (scipy's);
 # histogram binning is two bincounts per row.
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
 def _host_platt(data, w_rows, input="prob"):
@@ -76,7 +71,7 @@ def _host_platt(data, w_rows, input="prob"):
         a_r, b_r = (jax.device_put(np.asarray(v, p.dtype)) for v in (a[r], b[r]))
         return PlattCalibrator(a_r, b_r, input=input)
 
-    q = _sigmoid(-(a[:, None] * f + b[:, None]))
+    q = _host.sigmoid(-(a[:, None] * f + b[:, None]))
     return q, build
 
 
@@ -91,7 +86,7 @@ def _host_beta(data, w_rows):
     def build(r):
         return BetaCalibrator(*(jax.device_put(np.asarray(v, p.dtype)) for v in theta[r]))
 
-    q = _sigmoid(theta[:, :1] * feats[0] + theta[:, 1:2] * feats[1] + theta[:, 2:])
+    q = _host.sigmoid(theta[:, :1] * feats[0] + theta[:, 1:2] * feats[1] + theta[:, 2:])
     return q, build
 
 
@@ -206,7 +201,7 @@ def _host_temperature(data, w_rows):
     cals = [_binary_temperature(y, p, w.astype(p.dtype)) for w in w_rows]
     z, inside = _log_odds(p, np, np.float64)
     slope = np.array([-float(cal.a) for cal in cals])[:, None]  # 1 / T, as refitted
-    q = np.where(inside, _sigmoid(slope * z), p.astype(np.float64))
+    q = np.where(inside, _host.sigmoid(slope * z), p.astype(np.float64))
     return q, lambda r: cals[r]
 
 
