@@ -1471,16 +1471,8 @@ def fit_one_vs_rest(
                     _warn_not_converged(f"fit_{method}")
         return out
     batched = _nonparametric_ovr_options(method, options)
-    if batched is not None:  # one program for all classes, per bucket of N
-        out = newton.bucketed_fit(
-            _fit_ovr_nonparametric,
-            (y_true, probs, weights),
-            dict(method=method, options=batched),
-            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, weights, options),
-            compiler_options=multiclass_fit_compiler_options,
-        )
-        return _unpadded_knots(out, np.shape(probs)[0])
-    return _fit_ovr_loop(fit, y_true, probs, weights, options)
+    args = (y_true, probs, weights, method, options)
+    return _all_classes(_fit_ovr_nonparametric, _fit_ovr_loop, batched, fit, *args)
 
 
 def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
@@ -1832,17 +1824,26 @@ def fit_top_label(
     if method == "histogram":
         options = {"bins": 10, "strategy": "quantile", **options}
     batched = _nonparametric_ovr_options(method, options)
-    host_sized = _host_active() and np.shape(probs)[:1] <= (HOST_MAX,)
-    if batched is not None and not host_sized:  # one program for all classes, per bucket
-        out = newton.bucketed_fit(
-            _fit_top_label_nonparametric,
-            (y_true, probs, weights),
-            dict(method=method, options=batched),
-            fallback=lambda: _fit_top_label_loop(fit, y_true, probs, weights, options),
-            compiler_options=multiclass_fit_compiler_options,
-        )
-        return _unpadded_knots(out, np.shape(probs)[0])
-    return _fit_top_label_loop(fit, y_true, probs, weights, options)
+    if _host_active() and np.shape(probs)[:1] <= (HOST_MAX,):
+        batched = None  # the loop of the binary fits' host twins
+    args = (batched, fit, y_true, probs, weights, method, options)
+    return _all_classes(_fit_top_label_nonparametric, _fit_top_label_loop, *args)
+
+
+def _all_classes(program, loop, batched, fit, y_true, probs, weights, method, options):
+    """The fits of every class: ``program`` (validation and all classes' fits in one
+    compiled program per bucket of N, the ``loop`` as its fallback) with the options
+    ``batched``, or where they are None the ``loop`` of binary ``fit`` calls."""
+    if batched is None:
+        return loop(fit, y_true, probs, weights, options)
+    out = newton.bucketed_fit(
+        program,
+        (y_true, probs, weights),
+        dict(method=method, options=batched),
+        fallback=lambda: loop(fit, y_true, probs, weights, options),
+        compiler_options=multiclass_fit_compiler_options,
+    )
+    return _unpadded_knots(out, np.shape(probs)[0])
 
 
 def _fit_top_label_nonparametric(y_true, probs, weights, n, *, method, options):
