@@ -192,7 +192,7 @@ X64_IGNORE := $(addprefix --ignore=tests/,test_cli.py test_plot.py test_datasets
 	test_multihost.py test_fuzz_sharded.py)
 X64_CORE := $(addprefix tests/,test_kernels.py test_pit_quantiles_tails.py \
 	test_regression_pit.py test_regression_scores.py test_classification_core.py \
-	test_isotonic_device.py)
+	test_isotonic_device.py test_cumulative_calibration.py)
 
 test-x64-core: $(VENV)/.test-installed
 	$(PYTEST_X64_CORE)

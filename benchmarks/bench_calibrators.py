@@ -604,6 +604,37 @@ def _spiegel(n):
     return ours, lambda _: _spiegelhalter(y, p), check
 
 
+def _cumulative(n):
+    r = np.random.default_rng(31)
+    p = r.uniform(0.02, 0.98, n).astype(_dtype())
+    y = (r.uniform(size=n) < p).astype(np.int64)
+    q = p.astype(np.float64)
+    step = 1 / np.sqrt(np.sum(q * (1 - q)))  # one observation's largest move of C / sigma
+    mapie = {}
+
+    def ours():
+        return tuple(clf.cumulative_calibration_test(y, p))
+
+    def peer(m):
+        mapie["m"] = m
+        return (m.kolmogorov_smirnov_statistic(y, q), m.kolmogorov_smirnov_p_value(y, q),
+                m.kuiper_statistic(y, q), m.kuiper_p_value(y, q))
+
+    def check(out, ref):
+        # MAPIE jitters the scores by 1e-8 relative; its p-values (1 - cdf) are exact to
+        # ~1e-13 absolute
+        _close(out[0], ref[0], 0.0, _loose(2e-5, 1e-7))
+        _close(out[1], ref[1], 1e-12, _loose(1e-4, 1e-7))
+        # Kuiper: MAPIE's range leaves out the path's start C_0 = 0, so where the path
+        # keeps one sign ours is larger by its smallest |C_k|, at most one step
+        gap = float(out[2]) - float(ref[2])
+        assert -2e-5 * float(ref[2]) <= gap <= step * (1 + 1e-5), (out[2], ref[2], step)
+        want = 1 - mapie["m"].kuiper_cdf(float(out[2]))  # MAPIE's function at ours
+        _close(out[3], want, 1e-12, _loose(1e-4, 1e-7))
+
+    return ours, peer, check
+
+
 def _slope(n):
     y, p, _ = _binary(n, 14)
 
@@ -792,6 +823,11 @@ CASES = [
          f"statistic rtol 1e-4 / 1e-9 ({F32})", "", _hl),
     Case("spiegelhalter_z", "numpy + scipy.stats.norm", None, 10**5,
          f"z rtol 1e-4 / 1e-9 ({F32})", "", _spiegel),
+    Case("cumulative_calibration_test (KS + Kuiper)", "MAPIE 1.6 kolmogorov_smirnov/kuiper",
+         "mapie.metrics.calibration", 10**5,
+         f"KS and p-values rtol 2e-5, 1e-4 / 1e-7 + 1e-12 ({F32})",
+         "Kuiper: MAPIE leaves out C_0 = 0 (at most one step apart); MAPIE's 4 calls",
+         _cumulative),
     Case("calibration_slope_intercept", "statsmodels GLM Binomial + scipy", "statsmodels.api",
          10**5, f"slope, intercept 1e-4 / 1e-8 ({F32})", "LR statistic vs 2 x loglik gain",
          _slope),

@@ -336,6 +336,10 @@ def cases() -> dict:
             None,
         ),
         "spiegelhalter_z": (lambda d, _: C.spiegelhalter_z(d.label, d.prob), None),
+        "cumulative_calibration_test": (
+            lambda d, _: C.cumulative_calibration_test(d.label, d.prob),
+            None,
+        ),
         "hosmer_lemeshow": (lambda d, _: C.hosmer_lemeshow(d.label, d.prob), None),
         "kernel_calibration_error": (
             lambda d, _: C.kernel_calibration_error(d.label, d.prob),

@@ -69,6 +69,7 @@ def test_tiny_run_checks_every_row_and_writes_the_table(tmp_path):
         "fit_isotonic(prior=", "fit_scaling_binning", "fit_vector_scaling",
         "fit_matrix_scaling", "fit_dirichlet", "fit_top_label", "kernel_calibration_error",
         "hosmer_lemeshow", "spiegelhalter_z", "calibration_slope_intercept",
+        "cumulative_calibration_test",
         "isotonic_calibration_index", "select_calibrator", "select_calibrator [N, K=4]",
         "fit_spline",
     ):

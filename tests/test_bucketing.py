@@ -145,6 +145,7 @@ CASES = {
     "prediction_sharpness": (C.prediction_sharpness, ("p",), {}),
     "calibration_slope_intercept": (C.calibration_slope_intercept, ("labels", "p"), {}),
     "spiegelhalter_z": (C.spiegelhalter_z, ("labels", "p"), {}),
+    "cumulative_calibration_test": (C.cumulative_calibration_test, ("labels", "p"), {}),
     # bins=5: the 7-observation case needs one observation per group.
     "hosmer_lemeshow": (C.hosmer_lemeshow, ("labels", "p"), {"bins": 5}),
     "kernel_calibration_error": (C.kernel_calibration_error, ("labels", "p"), {}),

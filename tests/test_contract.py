@@ -98,6 +98,7 @@ METRICS = {
     "prediction_sharpness": (clf.prediction_sharpness, ("p",), {}),
     "calibration_slope_intercept": (clf.calibration_slope_intercept, ("lab", "p"), {}),
     "spiegelhalter_z": (clf.spiegelhalter_z, ("lab", "p"), {}),
+    "cumulative_calibration_test": (clf.cumulative_calibration_test, ("lab", "p"), {}),
     "hosmer_lemeshow": (clf.hosmer_lemeshow, ("lab", "p"), {}),
     "kernel_calibration_error": (clf.kernel_calibration_error, ("lab", "p"), {}),
     "kernel_calibration_test": (clf.kernel_calibration_test, ("lab", "p"), {}),

@@ -322,6 +322,11 @@ TABLE = [
         _b_binary,
     ),
     Entry("classification.spiegelhalter_z", clf.spiegelhalter_z, _b_binary),
+    Entry(
+        "classification.cumulative_calibration_test",
+        clf.cumulative_calibration_test,
+        _b_binary,
+    ),
     Entry("classification.hosmer_lemeshow", clf.hosmer_lemeshow, _b_binary),
     Entry("classification.kernel_calibration_error", clf.kernel_calibration_error, _b_binary),
     Entry("classification.kernel_calibration_test", clf.kernel_calibration_test, _b_binary),

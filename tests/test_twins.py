@@ -148,6 +148,10 @@ def _cases():
         ),
         C + "_tests.hosmer_lemeshow": (lambda: clf.hosmer_lemeshow(d["y"], d["p"]), EXACT),
         C + "_tests.spiegelhalter_z": (lambda: clf.spiegelhalter_z(d["y"], d["p"]), EXACT),
+        C + "_tests.cumulative_calibration_test": (
+            lambda: clf.cumulative_calibration_test(d["y"], d["p"]),
+            EXACT,
+        ),
         # classification: fits
         C + "_calibrators.fit_platt": (lambda: clf.fit_platt(d["y"], d["p"]), FIT),
         C + "_calibrators.fit_beta": (lambda: clf.fit_beta(d["y"], d["p"]), FIT),

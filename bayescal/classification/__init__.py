@@ -6,8 +6,9 @@ Metrics: :func:`reliability_curve`, :func:`expected_calibration_error`,
 multiclass :func:`top_label_calibration_error`, :func:`marginal_calibration_error`.
 
 Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
-:func:`spiegelhalter_z`, :func:`hosmer_lemeshow`, :func:`isotonic_calibration_index`
-(ICI, E50, E90, Emax on the isotonic curve), :func:`kernel_calibration_error` and
+:func:`spiegelhalter_z`, :func:`hosmer_lemeshow`, :func:`cumulative_calibration_test`
+(Kolmogorov-Smirnov and Kuiper on the cumulative differences, no bins),
+:func:`isotonic_calibration_index` (ICI, E50, E90, Emax on the isotonic curve), :func:`kernel_calibration_error` and
 :func:`kernel_calibration_test` (the squared kernel calibration error of Widmann et al.
 2019, binary and multiclass).
 
@@ -87,10 +88,12 @@ from bayescal.classification._smooth import (
 from bayescal.classification._spline import SplineCalibrator, fit_spline
 from bayescal.classification._tests import (
     CalibrationSlope,
+    CumulativeCalibrationTest,
     HosmerLemeshowTest,
     IsotonicCalibrationIndex,
     SpiegelhalterTest,
     calibration_slope_intercept,
+    cumulative_calibration_test,
     hosmer_lemeshow,
     isotonic_calibration_index,
     spiegelhalter_z,
@@ -138,10 +141,12 @@ __all__ = [
     "kernel_calibration_test",
     "KernelCalibrationTest",
     "hosmer_lemeshow",
+    "cumulative_calibration_test",
     "isotonic_calibration_index",
     "CalibrationSlope",
     "SpiegelhalterTest",
     "HosmerLemeshowTest",
+    "CumulativeCalibrationTest",
     "IsotonicCalibrationIndex",
     # calibrators
     "fit_platt",
