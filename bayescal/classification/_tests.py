@@ -517,8 +517,8 @@ def cumulative_calibration_test(
     -----
     With the observations in increasing order of :math:`p`, the cumulative differences
 
-    .. math:: C_k = rac{1}{W} \sum_{i \le k} w_i (y_i - p_i), \qquad
-              \sigma = rac{1}{W} \sqrt{\sum_i w_i p_i (1 - p_i)}
+    .. math:: C_k = \frac{1}{W} \sum_{i \le k} w_i (y_i - p_i), \qquad
+              \sigma = \frac{1}{W} \sqrt{\sum_i w_i p_i (1 - p_i)}
 
     (:math:`W = \sum_i w_i`) behave under calibration, asymptotically, like a
     standard Brownian motion on :math:`[0, 1]` scaled by :math:`\sigma` (Tygert
