@@ -20,8 +20,8 @@ DT = np.float64 if X64 else np.float32
 
 @pytest.fixture(params=[True, False], ids=["host", "kernel"])
 def path(request):
-    """Both paths: the host path's loop of binary fits, and past it (or on an
-    accelerator) the histogram and isotonic fits of all classes in one program."""
+    """Both paths: the binary fits' host twins, and their kernels (past the host path's
+    size, or on an accelerator)."""
     with host_path(request.param):
         yield request.param
 
@@ -113,39 +113,3 @@ def test_bad_input_names_the_argument(path):
     with pytest.raises(ValueError, match="probs must have shape"):
         clf.fit_top_label(y, p)(p[:, :2])
 
-
-@pytest.mark.parametrize(
-    "method, options",
-    [("histogram", {}), ("histogram", {"bins": 4, "strategy": "uniform"}), ("isotonic", {})],
-)
-@pytest.mark.parametrize("weighted", [False, True])
-def test_one_program_for_all_classes_equals_the_loop(method, options, weighted, monkeypatch):
-    # the kernel path fits every class in one vmapped program per bucket of N (a padded
-    # bucket here: N = 700); the reference is the loop of binary fits it replaces
-    from bayescal.classification import _calibrators as cm
-    from tests.conftest import compilations_during
-
-    y, p = _data(n=700, k=4, seed=5)
-    w = np.random.default_rng(5).uniform(0.5, 2.0, len(y)) if weighted else None
-    w = None if w is None else np.where(np.arange(len(y)) % 7 == 0, 0.0, w)
-    opts = {"bins": 10, "strategy": "quantile", **options} if method == "histogram" else {}
-    fit = clf.fit_histogram_binning if method == "histogram" else clf.fit_isotonic
-    loop_fit, loops = cm._fit_top_label_loop, []
-    monkeypatch.setattr(cm, "_fit_top_label_loop", lambda *a: loops.append(a) or loop_fit(*a))
-    with host_path(False):
-        one = clf.fit_top_label(y, p, method=method, weights=w, **options)
-        # one program per bucket: another N in the bucket (512, 1024] compiles nothing
-        w650 = None if w is None else w[:650]
-        again = compilations_during(
-            lambda: clf.fit_top_label(y[:650], p[:650], method=method, weights=w650, **options)
-        )
-        assert not loops  # the program answered, not the loop's fallback
-        loop = loop_fit(fit, y, p, w, opts)
-    assert again == 0
-    assert type(one) is type(loop)
-    grid = np.linspace(0.2, 1.0, 41).astype(DT)
-    for a, b in zip(one.calibrators, loop.calibrators, strict=True):
-        assert type(a) is type(b)
-        np.testing.assert_allclose(np.asarray(a(grid)), np.asarray(b(grid)), atol=1e-6)
-    if method == "isotonic":
-        assert one.calibrators[0].thresholds.shape == (len(y),)  # the knots cut to N

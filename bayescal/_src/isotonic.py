@@ -53,6 +53,8 @@ def _scipy_pava() -> Callable:
     so a later ``import scipy.optimize`` uses the same module; another layout of scipy
     falls back on that import.
     """
+    if _PAVA:
+        return _PAVA[0]
     with _PAVA_LOCK:  # the first calls may come from several XLA callback threads
         if not _PAVA:
             import scipy

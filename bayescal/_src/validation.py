@@ -323,7 +323,8 @@ def _host_flags(checks: Sequence[_Check]) -> np.ndarray | None:
     arrays = [a for c in checks for a in c.arrays]
     # sized first (no host copy of what the compiled pass checks), each array once:
     # several checks of one array (range, row sums) read it once
-    if sum(int(np.size(a)) for a in {id(a): a for a in arrays}.values()) > HOST_CHECK_MAX_SIZE:
+    distinct = {id(a): a for a in arrays}.values()
+    if sum(int(np.size(a)) for a in distinct) > HOST_CHECK_MAX_SIZE:
         return None
     host = [host_copy(a) for a in arrays]
     if any(h is None for h in host) or any(h.dtype.kind not in "biuf" for h in host):

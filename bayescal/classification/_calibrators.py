@@ -28,7 +28,6 @@ from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.host import (
     _BAD,
-    HOST_MAX,
     _device,
     _floats,
     _flushed,
@@ -38,7 +37,6 @@ from bayescal._src.host import (
     _scalar,
     _vector,
 )
-from bayescal._src.host import active as _host_active
 from bayescal._src.host import first as host_first
 from bayescal._src.interp import interp
 from bayescal._src.pytree import pytree_dataclass
@@ -1471,8 +1469,16 @@ def fit_one_vs_rest(
                     _warn_not_converged(f"fit_{method}")
         return out
     batched = _nonparametric_ovr_options(method, options)
-    args = (y_true, probs, weights, method, options)
-    return _all_classes(_fit_ovr_nonparametric, _fit_ovr_loop, batched, fit, *args)
+    if batched is not None:  # one program for all classes, per bucket of N
+        out = newton.bucketed_fit(
+            _fit_ovr_nonparametric,
+            (y_true, probs, weights),
+            dict(method=method, options=batched),
+            fallback=lambda: _fit_ovr_loop(fit, y_true, probs, weights, options),
+            compiler_options=multiclass_fit_compiler_options,
+        )
+        return _unpadded_knots(out, np.shape(probs)[0])
+    return _fit_ovr_loop(fit, y_true, probs, weights, options)
 
 
 def _parametric_ovr_options(method: Any, options: dict) -> tuple | None:
@@ -1535,50 +1541,36 @@ def _fit_ovr_nonparametric(y_true, probs, weights, n, *, method, options):
         False,
         what="must hold every class",
     )
-    # the isotonic fits: the padding (copies of the last row) gets weight 0 in every class
-    w = None if weights is None else jnp.broadcast_to(weights, labels.shape)
-    mask = None if n is None else jnp.arange(num) < n
-    return OneVsRestCalibrator(
-        _fit_rows_nonparametric(labels, p.T, w, user_weights, mask, method, dict(options))
-    )
-
-
-def _fit_rows_nonparametric(targets, scores, w, user_weights, mask, method, options):
-    """Isotonic or histogram fits of ``targets[k]`` on ``scores[k]``, one per row ``k``
-    of ``w``, vmapped: a tuple of the ``C`` calibrators.
-
-    ``w``: the rows' weights ``[C, N]`` (0 in a bucket's padding), or None. With
-    ``user_weights`` False only the padding has weight 0 (a tie already; histogram
-    binning then counts through ``mask`` and its unweighted quantiles). ``targets``
-    and ``scores`` are ``[C, N]``, or ``[N]`` shared by every row (histogram binning).
-    """
     if method == "isotonic":
-        if user_weights:
-            scores = jax.vmap(lambda s, wk: _zero_weight_to_a_tie(s, True, wk))(scores, w)
-        fit = isotonic_fit(scores, targets, w)  # vmapped over the rows
-        return tuple(
-            IsotonicCalibrator(fit.thresholds[k], fit.values[k].astype(scores.dtype))
-            for k in range(targets.shape[0])
+        # the padding (copies of the last row) gets weight 0 in every class
+        w = None if weights is None else jnp.broadcast_to(weights, labels.shape)
+        scores = _zero_weight_to_a_tie(p.T, user_weights or None, weights)
+        fit = isotonic_fit(scores, labels, w)  # vmapped over the classes
+        cals = tuple(
+            IsotonicCalibrator(fit.thresholds[k], fit.values[k].astype(p.dtype))
+            for k in range(num_classes)
         )
-    first = scores if scores.ndim == 1 else scores[0]
-    bins = resolve_bins(options["bins"], options["strategy"], first)
+    else:
+        opts = dict(options)
+        bins = resolve_bins(opts["bins"], opts["strategy"], p[:, 0])
+        mask = None if n is None else jnp.arange(num) < n
 
-    def one(yk, pk, wk):
-        b = bins
-        if user_weights and b.edges is None and b.strategy == "quantile":
-            b = b._replace(edges=weighted_quantile_edges(pk, wk, b.num_bins))
-        return _curve(yk, pk, wk if user_weights else None, b, mask)
+        def one(yk, pk):
+            b = bins
+            if user_weights and b.edges is None and b.strategy == "quantile":
+                b = b._replace(edges=weighted_quantile_edges(pk, weights, b.num_bins))
+            return _curve(yk, pk, weights if user_weights else None, b, mask)
 
-    rows = w.shape[0] if w is not None else targets.shape[0]
-    axes = tuple(None if a is None or a.ndim == 1 else 0 for a in (targets, scores, w))
-    curves, edges = jax.vmap(one, axes, axis_size=rows)(targets, scores, w)
-    values = _bin_values(curves, options["shrinkage"])
-    return tuple(HistogramBinningCalibrator(edges[k], values[k]) for k in range(rows))
+        curves, edges = jax.vmap(one)(labels, p.T)
+        values = _bin_values(curves, opts["shrinkage"])
+        cals = tuple(
+            HistogramBinningCalibrator(edges[k], values[k]) for k in range(num_classes)
+        )
+    return OneVsRestCalibrator(cals)
 
 
-def _unpadded_knots(out: Any, n: int) -> Any:
-    """Isotonic knots of a padded fit (one-vs-rest or top-label) cut to the ``N`` of an
-    unpadded one (host)."""
+def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
+    """Isotonic knots of a padded fit cut to the ``N`` of an unpadded one (host)."""
 
 
     def cut(k: jax.Array) -> jax.Array:
@@ -1589,7 +1581,7 @@ def _unpadded_knots(out: Any, n: int) -> Any:
         if isinstance(c, IsotonicCalibrator) and c.thresholds.shape[-1] > n:
             c = IsotonicCalibrator(cut(c.thresholds), cut(c.values))
         cals.append(c)
-    return type(out)(tuple(cals))
+    return OneVsRestCalibrator(tuple(cals))
 
 
 def _fit_ovr_parametric(y_true, probs, weights, n, *, method, options):
@@ -1823,56 +1815,6 @@ def fit_top_label(
     fit = _binary_fit(method)
     if method == "histogram":
         options = {"bins": 10, "strategy": "quantile", **options}
-    batched = _nonparametric_ovr_options(method, options)
-    if _host_active() and np.shape(probs)[:1] <= (HOST_MAX,):
-        batched = None  # the loop of the binary fits' host twins
-    args = (batched, fit, y_true, probs, weights, method, options)
-    return _all_classes(_fit_top_label_nonparametric, _fit_top_label_loop, *args)
-
-
-def _all_classes(program, loop, batched, fit, y_true, probs, weights, method, options):
-    """The fits of every class: ``program`` (validation and all classes' fits in one
-    compiled program per bucket of N, the ``loop`` as its fallback) with the options
-    ``batched``, or where they are None the ``loop`` of binary ``fit`` calls."""
-    if batched is None:
-        return loop(fit, y_true, probs, weights, options)
-    out = newton.bucketed_fit(
-        program,
-        (y_true, probs, weights),
-        dict(method=method, options=batched),
-        fallback=lambda: loop(fit, y_true, probs, weights, options),
-        compiler_options=multiclass_fit_compiler_options,
-    )
-    return _unpadded_knots(out, np.shape(probs)[0])
-
-
-def _fit_top_label_nonparametric(y_true, probs, weights, n, *, method, options):
-    """:func:`fit_top_label`'s isotonic or histogram fits of all classes at once (the
-    loop's fits vmapped over the classes; knots as :func:`_fit_ovr_nonparametric`'s)."""
-    if method == "isotonic":
-        # On a mesh: the whole data on every device, in ONE collective (gather_all)
-        y_true, probs, weights = gather_all((y_true, probs, weights), "An isotonic fit (PAV)")
-    y, p = multiclass_inputs(y_true, probs)
-    num, num_classes = p.shape
-    weights = newton.observation_weights(weights, n, num, p.dtype)
-    base = jnp.ones((num,), p.dtype) if weights is None else weights
-    label = jnp.argmax(p, axis=1)
-    correct = (label == y).astype(p.dtype)
-    mine = (label[None, :] == jnp.arange(num_classes)[:, None]).astype(p.dtype)  # [C, N]
-    some = jnp.sum(mine * base, axis=1, keepdims=True) > 0
-    w = jnp.where(some, mine, 1).astype(p.dtype) * base
-    confidence = jnp.max(p, axis=1)
-    if method == "isotonic":  # its PAV fits rows
-        correct, confidence = (jnp.broadcast_to(a, w.shape) for a in (correct, confidence))
-    mask = None if n is None else jnp.arange(num) < n
-    return TopLabelCalibrator(
-        _fit_rows_nonparametric(correct, confidence, w, True, mask, method, dict(options))
-    )
-
-
-def _fit_top_label_loop(fit, y_true, probs, weights, options):
-    """One binary fit of the confidence per class (any method), with the per-class
-    error messages."""
     y, p = _ovr_inputs(y_true, probs)
     num_classes = p.shape[1]
     host_y, host_p = _v.host_copy(y), _v.host_copy(p)

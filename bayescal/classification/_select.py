@@ -71,7 +71,7 @@ def _host_platt(data, w_rows, input="prob"):
         a_r, b_r = (jax.device_put(np.asarray(v, p.dtype)) for v in (a[r], b[r]))
         return PlattCalibrator(a_r, b_r, input=input)
 
-    q = _host.sigmoid(-(a[:, None] * f + b[:, None]))
+    q = _host.platt_map(a[:, None], b[:, None], f)
     return q, build
 
 
@@ -86,7 +86,7 @@ def _host_beta(data, w_rows):
     def build(r):
         return BetaCalibrator(*(jax.device_put(np.asarray(v, p.dtype)) for v in theta[r]))
 
-    q = _host.sigmoid(theta[:, :1] * feats[0] + theta[:, 1:2] * feats[1] + theta[:, 2:])
+    q = _host.beta_map(theta[:, :1], theta[:, 1:2], theta[:, 2:], p.astype(np.float64))
     return q, build
 
 

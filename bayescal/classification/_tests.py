@@ -22,6 +22,7 @@ from jax.scipy.special import erfc, gammaincc
 
 from bayescal._src import validation as _v
 from bayescal._src.host import _device, _flushed, _result
+from bayescal._src.host import erfc as host_erfc
 from bayescal._src.host import first as host_first
 from bayescal._src.sorting import gather_all
 from bayescal._src.ties import argsort_last_axis, isotonic_fit
@@ -399,7 +400,7 @@ def brownian_p_values(ks: Any, kuiper: Any, xp: Any = jnp) -> tuple[Any, Any]:
     :math:`4 \sum_{k \ge 1} (-1)^{k-1} k \operatorname{erfc}(k x / \sqrt 2)`
     (integrating Feller's 1951 density of the range).
     """
-    erfc = jax.scipy.special.erfc if xp is jnp else _np_erfc
+    erfc = jax.scipy.special.erfc if xp is jnp else host_erfc
     out = []
     pairs = ((ks, _ks_tail_terms, _ks_cdf), (kuiper, _range_tail_terms, _range_cdf))
     for x, tail_terms, cdf in pairs:
@@ -412,10 +413,6 @@ def brownian_p_values(ks: Any, kuiper: Any, xp: Any = jnp) -> tuple[Any, Any]:
         tail = xp.sum(tail_terms(far, k, erfc, xp), axis=-1)
         out.append(xp.where(small, below, xp.clip(tail, 0, 1)))
     return out[0], out[1]
-
-
-def _np_erfc(x: Any) -> Any:
-    return np.vectorize(math.erfc, otypes=[np.float64])(x)
 
 
 def _ks_cdf(x, k, xp):  # the terms of the distribution functions' series
