@@ -7,6 +7,8 @@ one-device kernel, scipy's PAV in float64): to a few ulps in float32 (1e-6
 relative), to 1e-12 under x64 (this file is in the Makefile's X64_CORE).
 """
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -25,7 +27,7 @@ def _rows(rng, rows, n):
     p = np.sort(rng.uniform(size=n))
     out = []
     for i in range(rows):
-        kind = i % 6
+        kind = i % 7
         if kind == 0:  # binary labels drawn from increasing probabilities (CORP)
             y = rng.uniform(size=n) < p
         elif kind == 1:  # few distinct values: ties everywhere, equal block means
@@ -36,9 +38,11 @@ def _rows(rng, rows, n):
             y = np.round(np.linspace(0, 2, n) + rng.normal(size=n), 1)
         elif kind == 4:  # decreasing: one block
             y = -np.arange(n) + rng.normal(size=n)
-        else:  # one huge first value over a ramp: O(n) rounds of a round-based PAV
+        elif kind == 5:  # one huge first value over a ramp: O(n) rounds of a round-based PAV
             y = np.arange(n, dtype=float)
             y[0] = n * n / 4
+        else:  # long alternating runs of 0 and 1 over a slow trend: pools of every size
+            y = ((np.arange(n) // max(n // 8, 1)) % 2) + np.linspace(0, 0.5, n)
         out.append(y)
     return np.stack(out).astype(DTYPE)
 
@@ -46,7 +50,7 @@ def _rows(rng, rows, n):
 @pytest.mark.parametrize("n", [1, 2, 7, 100, 1000])
 def test_device_pav_equals_host_pav(n):
     rng = np.random.default_rng(n)
-    y = _rows(rng, 12, n)
+    y = _rows(rng, 14, n)
     w = np.ones_like(y)
     w[::2] = rng.uniform(0.1, 3.0, size=w[::2].shape)  # weighted and unit rows
     for increasing in (True, False) if n == 100 else (True,):
@@ -71,3 +75,25 @@ def test_device_pav_of_a_long_corp_row():
 def test_device_pav_invalid_weights_give_nan():
     y = np.array([[3.0, 1.0, 2.0]], DTYPE)
     assert np.isnan(np.asarray(_device(y, np.array([[1.0, 0.0, 1.0]], DTYPE), True))).all()
+
+
+_accelerator = jax.jit(
+    jax.vmap(
+        functools.partial(
+            isotonic._device_pav_row, unroll=True, prefix=isotonic._dd_prefix_parallel
+        )
+    )
+)
+
+
+@pytest.mark.parametrize("n", [7, 1000])
+def test_accelerator_formulation_equals_host_pav(n):
+    # what device_isotonic runs off the CPU (unrolled searches, a parallel prefix sum):
+    # every kind of row above, weighted and not, against scipy's PAV
+    rng = np.random.default_rng(n + 1)
+    y = _rows(rng, 14, n)
+    w = np.ones_like(y)
+    w[::2] = rng.uniform(0.1, 3.0, size=w[::2].shape)
+    got = np.asarray(_accelerator(y, w))
+    np.testing.assert_allclose(got, isotonic._host_pav(y, w, True), rtol=RTOL, atol=ATOL)
+    assert (np.diff(got, axis=-1) >= 0).all()

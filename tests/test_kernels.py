@@ -227,6 +227,14 @@ def test_pit_draws_variants_identical(s, n, strict):
         assert bool(finite)
 
 
+def test_pit_draws_strict_counts_past_the_packed_range():
+    # 2^15 draws and more: the two counts of a randomized PIT no longer share an int32
+    s = 2**15
+    d = jnp.asarray(np.tile(np.array([[0.0], [1.0], [2.0], [1.0]], _float()), (s // 4, 3)))
+    le, lt, finite = _pit._count_broadcast(jnp.ones(3, _float()), d, strict=True)
+    assert le.tolist() == [3 * s // 4] * 3 and lt.tolist() == [s // 4] * 3 and bool(finite)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_pit_draws_finite_flag_from_the_count(bad):
     d = jnp.ones((11, 5), _float()).at[9, 3].set(bad)

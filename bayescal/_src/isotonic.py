@@ -149,6 +149,14 @@ def _dd_prefix(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     return jnp.swapaxes(s, 0, 1).reshape(shape)[:n], jnp.swapaxes(lo, 0, 1).reshape(shape)[:n]
 
 
+def _dd_prefix_parallel(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """:func:`_dd_prefix` in ``log2(n)`` parallel steps (``jax.lax.associative_scan``
+    with the TwoSum combiner): what accelerators run, where each of the two scans'
+    ``sqrt(n)`` sequential steps costs a loop iteration (CPU meshes keep the scans,
+    which compile 7x faster there)."""
+    return jax.lax.associative_scan(_dd_add, (x, jnp.zeros_like(x)), axis=0)
+
+
 def _take(x: jax.Array, i: jax.Array) -> jax.Array:
     return x.at[i].get(mode="promise_in_bounds")  # indices are clipped by the callers
 
@@ -159,7 +167,9 @@ def _take(x: jax.Array, i: jax.Array) -> jax.Array:
 _TIER = 4
 
 
-def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
+def _device_pav_row(
+    y: jax.Array, w: jax.Array, *, unroll: bool = False, prefix: Callable | None = None
+) -> jax.Array:
     """Nondecreasing weighted PAV fit of one row ``y [n]`` (weights ``w > 0``), in XLA.
 
     Divide and conquer on the chunks ``[c 2^l, (c + 1) 2^l)``: at level ``l`` each
@@ -179,7 +189,7 @@ def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
     n = y.shape[-1]
     index_dtype = jnp.int32
     sums = jnp.stack([w * y, w], axis=-1)  # [n, 2]
-    hi, lo = _dd_prefix(sums)
+    hi, lo = (prefix or _dd_prefix)(sums)
     zero = jnp.zeros((1, 2), y.dtype)
     prefix = jnp.concatenate(
         [jnp.concatenate([zero, hi]), jnp.concatenate([zero, lo])], axis=-1
@@ -198,7 +208,7 @@ def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
     def clip(i: jax.Array) -> jax.Array:
         return jnp.clip(i, 0, last_index)
 
-    def level_body(level: jax.Array, carry: tuple, slots: int) -> tuple:
+    def level_body(level: jax.Array, carry: tuple, slots: int, steps: int) -> tuple:
         first, last = carry
         h = jnp.left_shift(jnp.asarray(1, index_dtype), level)
         ls = jnp.minimum(jnp.arange(slots, dtype=index_dtype) * (2 * h), n)
@@ -208,7 +218,13 @@ def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
         need = (rs < re) & (mean(_take(first, clip(rc - 1)), rc) > mean(rc, _take(last, rc)))
 
         def pooled_end(j: jax.Array) -> jax.Array:
-            """End of R's prefix pooled with L's suffix from ``j``."""
+            """End of R's prefix pooled with L's suffix from ``j``.
+
+            A binary search: a loop of ``level + 1`` steps, or with ``unroll`` (on
+            accelerators) ``steps`` unrolled ones (a step past the end changes
+            nothing), one chain of gathers for XLA to fuse instead of a loop
+            iteration per step (2x slower on CPU, where the work counts).
+            """
 
             def step(_, c):
                 below, above = c  # the prefix runs past `below`, not past `above`
@@ -219,8 +235,13 @@ def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
                 go = above - below > 1
                 return jnp.where(go & more, mid, below), jnp.where(go & ~more, mid, above)
 
-            _, above = jax.lax.fori_loop(0, level + 1, step, (rs - 1, re - 1))
-            return _take(last, clip(above))
+            c = (rs - 1, re - 1)
+            if unroll:
+                for _ in range(steps):
+                    c = step(None, c)
+            else:
+                c = jax.lax.fori_loop(0, level + 1, step, c)
+            return _take(last, clip(c[1]))
 
         def start_step(_, c):
             keep, extend = c  # L's suffix starts at or after `keep`, before `extend`
@@ -242,21 +263,22 @@ def _device_pav_row(y: jax.Array, w: jax.Array) -> jax.Array:
         return jnp.where(inside, ap, first), jnp.where(inside, bp, last)
 
     num_levels = last_index.bit_length()
-    bounds = [0] + [t for t in (_TIER,) if t < num_levels] + [num_levels]
+    # unrolled searches take `l1` steps at every level of a tier: more, shorter tiers
+    tiers = (_TIER, 2 * _TIER, 4 * _TIER) if unroll else (_TIER,)
+    bounds = [0] + [t for t in tiers if t < num_levels] + [num_levels]
     carry = (idx, idx + 1)
     for l0, l1 in zip(bounds[:-1], bounds[1:], strict=False):
         slots = -(-n // (2 << l0))
-        carry = jax.lax.fori_loop(
-            l0, l1, functools.partial(_level_call, level_body, slots=slots), carry
-        )
+        body = functools.partial(_level_call, level_body, slots=slots, steps=l1)
+        carry = jax.lax.fori_loop(l0, l1, body, carry)
     first, last = carry
     fit = mean(first, last)
     valid = jnp.all(w > 0)  # invalid weights (rejected or NaN upstream): NaN, as the host
     return jnp.where(valid, fit, jnp.asarray(jnp.nan, fit.dtype))
 
 
-def _level_call(body, level, carry, *, slots):
-    return body(level, carry, slots)
+def _level_call(body, level, carry, *, slots, steps):
+    return body(level, carry, slots, steps)
 
 
 def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.Array:
@@ -276,7 +298,15 @@ def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.
         return y.astype(dtype)
     sign = 1 if increasing else -1  # a nonincreasing fit is -(fit of -y)
     rows = y.reshape(-1, y.shape[-1])
-    fit = jax.vmap(_device_pav_row)(sign * rows, w.reshape(rows.shape))
+    # accelerators: few sequential steps (a parallel prefix, unrolled searches); CPU
+    # meshes: the loops, which do less work and compile faster there
+    row = functools.partial(_device_pav_row, unroll=True, prefix=_dd_prefix_parallel)
+    fit = by_platform(
+        sign * rows,
+        w.reshape(rows.shape),
+        cpu=jax.vmap(_device_pav_row),
+        default=jax.vmap(row),
+    )
     return (sign * fit).reshape(y.shape).astype(dtype)
 
 

@@ -302,10 +302,23 @@ def _count_rows(y, draws, strict: bool):
 
 
 def _count_broadcast(y, draws, strict: bool):
-    """The same counts by one broadcast compare-and-reduce (fast on accelerators)."""
-    le = jnp.sum(draws <= y, axis=0, dtype=jnp.int32)
-    lt = jnp.sum(draws < y, axis=0, dtype=jnp.int32) if strict else jnp.zeros_like(le)
-    return le, lt, jnp.all(jnp.isfinite(draws))
+    """The same counts by one broadcast compare-and-reduce (fast on accelerators).
+
+    Every reduction runs over the draw axis, so XLA fuses them into one pass over
+    ``draws`` (a finiteness check over the whole array was a second pass: 2x the time
+    of the plain count on an H200). Both counts of a randomized PIT share one integer
+    when ``S < 2^15``: ``#{<=} + 2^16 #{<}``.
+    """
+    s = draws.shape[0]
+    bad = jnp.any(jnp.isnan(draws * 0), axis=0)  # NaN exactly for NaN and +-inf
+    if strict and s < 2**15:
+        both = jnp.where(draws <= y, 1, 0) + jnp.where(draws < y, 1 << 16, 0)
+        packed = jnp.sum(both, axis=0, dtype=jnp.int32)
+        le, lt = packed & 0xFFFF, packed >> 16
+    else:
+        le = jnp.sum(draws <= y, axis=0, dtype=jnp.int32)
+        lt = jnp.sum(draws < y, axis=0, dtype=jnp.int32) if strict else jnp.zeros_like(le)
+    return le, lt, ~jnp.any(bad)
 
 
 @functools.partial(jax.jit, static_argnames=("strict", "variant"))
