@@ -101,6 +101,7 @@ def run_tests(files=TEST_FILES) -> str:
 def kernels(n: int, *, interpret: bool):
     """``[(name, fn, bytes of input)]`` at ``n`` values, inputs on the device."""
     import jax
+    import jax.numpy as jnp
 
     from bayescal._src import binning as b
     from bayescal._src import pallas_histogram as ph
@@ -111,7 +112,7 @@ def kernels(n: int, *, interpret: bool):
         fit_isotonic,
         reliability_curve,
     )
-    from bayescal.regression import calibration_curve
+    from bayescal.regression import calibration_curve, pit_draws
 
     p = jax.random.uniform(jax.random.key(0), (n,))
     y = (jax.random.uniform(jax.random.key(1), (n,)) < p).astype(p.dtype)
@@ -148,7 +149,8 @@ def kernels(n: int, *, interpret: bool):
     for name in names:
         sums, levels = variant(name)
         cases.append((f"bin_sums count+p+y, 15 bins [{name}]", sums, (p, y), 8))
-        cases.append((f"count_at_or_below 100 levels [{name}]", levels, (u,), 4))
+        if name != "pallas":  # the level counts have no Pallas kernel (XLA as fast)
+            cases.append((f"count_at_or_below 100 levels [{name}]", levels, (u,), 4))
     if interpret or b.pallas_on_gpu():
         fused = jax.jit(
             lambda p, y: ph.bin_stats(
@@ -160,7 +162,50 @@ def kernels(n: int, *, interpret: bool):
         ("fit_isotonic", fit_isotonic, (y, p), 8),
         ("brier_decomposition", jax.jit(brier_decomposition), (y, p), 8),
     ]
-    return [(name, fn, args, per * n) for name, fn, args, per in cases]
+    # PIT from draws [1000, N / 1000] beside the plain count of draws at or below y
+    s = 1000
+    draws = jax.random.normal(jax.random.key(3), (s, max(n // s, 1)))
+    obs = jax.random.normal(jax.random.key(4), (draws.shape[1],))
+    cases += [
+        ("plain jnp.mean(draws <= y, axis=0) [1000 draws]",
+         jax.jit(lambda d, v: jnp.mean(d <= v, axis=0)), (draws, obs), 4),
+        ("pit_draws [1000 draws]", jax.jit(lambda d, v: pit_draws(v, d)), (draws, obs), 4),
+        ("pit_draws, randomized [1000 draws]",
+         jax.jit(lambda d, v: pit_draws(v, d, key=jax.random.key(5))), (draws, obs), 4),
+    ]
+    cases += _torchmetrics(p, y)
+    return [(name, fn, args, int(per * n)) for name, fn, args, per in cases]
+
+
+def _torchmetrics(p, y) -> list:
+    """torchmetrics' ``binary_calibration_error`` (15 bins) on the same data on the GPU,
+    when torch with CUDA and torchmetrics import; its value is printed beside
+    bayescal's (:data:`VALUES`)."""
+    try:
+        import torch
+        from torchmetrics.functional.classification import binary_calibration_error
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    import numpy as np
+
+    from bayescal.classification import expected_calibration_error
+
+    tp = torch.from_numpy(np.asarray(p)).cuda()
+    ty = torch.from_numpy(np.asarray(y)).cuda().long()
+
+    def run(tp, ty):
+        return float(binary_calibration_error(tp, ty, n_bins=15, norm="l1"))
+
+    VALUES.append(
+        (p.shape[0], run(tp, ty), float(expected_calibration_error(y, p)))
+    )
+    return [("torchmetrics binary_calibration_error (15 bins)", run, (tp, ty), 8)]
+
+
+#: (N, torchmetrics' ECE, bayescal's ECE) of the run, for the markdown
+VALUES: list = []
 
 
 def measure(sizes, *, interpret: bool, repeat: int) -> tuple[float, list[dict]]:
@@ -223,6 +268,9 @@ def markdown(
             f"| {r['kernel']} | {r['N']:.0e} | {r['ms']:.3f} | {r['GB/s']:.3g} | "
             f"{r['of copy']:.2f} |"
         )
+    if VALUES:
+        lines += ["", "| N | ECE, torchmetrics | ECE, bayescal |", "|---:|---:|---:|"]
+        lines += [f"| {n:.0e} | {t:.6f} | {b:.6f} |" for n, t, b in VALUES]
     return "\n".join(lines) + "\n"
 
 

@@ -46,10 +46,12 @@ def test_interpret_run_writes_the_table(tmp_path):
         "expected_calibration_error (15 bins)",
         "calibration_curve (100 levels)",
         "count_at_or_below 100 levels [compare]",
-        "count_at_or_below 100 levels [pallas]",
         "bin_sums count+p+y, 15 bins [pallas]",
         "fit_isotonic",
         "brier_decomposition",
+        "plain jnp.mean(draws <= y, axis=0) [1000 draws]",
+        "pit_draws [1000 draws]",
+        "pit_draws, randomized [1000 draws]",
     ):
         assert f"| {kernel} | 3e+02 |" in text, kernel
     assert not [p for p in tmp_path.iterdir() if p.name != "bench.md"]  # no temp file left

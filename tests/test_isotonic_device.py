@@ -80,7 +80,7 @@ def test_device_pav_invalid_weights_give_nan():
 _accelerator = jax.jit(
     jax.vmap(
         functools.partial(
-            isotonic._device_pav_row, unroll=True, prefix=isotonic._dd_prefix_parallel
+            isotonic._device_pav_row, wide=True, prefix=isotonic._dd_prefix_parallel
         )
     )
 )
@@ -88,7 +88,7 @@ _accelerator = jax.jit(
 
 @pytest.mark.parametrize("n", [7, 1000])
 def test_accelerator_formulation_equals_host_pav(n):
-    # what device_isotonic runs off the CPU (unrolled searches, a parallel prefix sum):
+    # what device_isotonic runs off the CPU (searches of 4 and 16 ways, a parallel prefix sum):
     # every kind of row above, weighted and not, against scipy's PAV
     rng = np.random.default_rng(n + 1)
     y = _rows(rng, 14, n)

@@ -51,11 +51,6 @@ def _bin_sums(idx, p, y, w, *, num_bins, variant, bounded):
     return b.bin_sums(idx, num_bins, (p, y), w, bounded=bounded, variant=variant)
 
 
-@functools.partial(jax.jit, static_argnames=("num_levels", "variant"))
-def _levels(u, w, *, num_levels, variant):
-    return b.count_at_or_below(u, num_levels, w, variant=variant)
-
-
 @pytest.mark.parametrize(("n", "num_bins"), CASES)
 def test_counts_and_sums_equal_the_compare_kernel(rng, n, num_bins):
     p = _probabilities(rng, n, num_bins)
@@ -117,23 +112,9 @@ def test_bins_found_from_values_and_edges_equal_bin_index(rng, n, num_bins):
     np.testing.assert_allclose(np.asarray(parts).sum(0), np.asarray(sums), rtol=1e-6)
 
 
-@pytest.mark.parametrize(("n", "num_levels"), CASES)
-def test_counts_at_or_below_levels_equal_the_compare_kernel(rng, n, num_levels):
-    u = _probabilities(rng, n, max(num_levels - 1, 1))  # a third exactly on the levels
-    if n > 3:
-        u = u.at[:2].set(jnp.nan)  # counted nowhere
-    got = _levels(u, None, num_levels=num_levels, variant="pallas")
-    ref = _levels(u, None, num_levels=num_levels, variant="compare")
-    assert got.dtype == ref.dtype
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(ref))
-
-
 def test_empty_input_and_bad_scales():
     count, parts = ph.bin_stats(jnp.zeros(0, jnp.int32), 3, interpret=True)
     assert count.tolist() == [0, 0, 0] and parts == ()
-    assert (
-        ph.count_at_or_below(jnp.zeros(0), jnp.ones(4), interpret=True).tolist() == [0] * 4
-    )
     with pytest.raises(ValueError, match="scales must have one entry per value"):
         ph.bin_stats(jnp.zeros(3, jnp.int32), 3, (jnp.zeros(3),), (), interpret=True)
 
@@ -150,7 +131,7 @@ def test_default_dispatch_on_cpu_is_unchanged():
         b.bin_counts(jnp.zeros(3, jnp.int32), 2, variant="triton")
 
 
-def test_gpu_programs_of_the_histogram_metrics_call_the_triton_kernels(monkeypatch):
+def test_gpu_programs_of_the_binned_metrics_call_the_triton_kernels(monkeypatch):
     # Lowered for CUDA on this CPU machine (no GPU needed): with Pallas picked, the
     # GPU program of each public histogram metric holds the Triton kernel call, so every
     # primitive of the kernels has a Triton lowering rule. Property check.
@@ -162,13 +143,13 @@ def test_gpu_programs_of_the_histogram_metrics_call_the_triton_kernels(monkeypat
     monkeypatch.setattr(b, "pallas_on_gpu", lambda: True)
     jax.clear_caches()  # no program traced without the Pallas branch is reused
     try:
-        for f, args in (
-            (expected_calibration_error, (y, p)),
-            (reliability_curve, (y, p)),
-            (calibration_curve, (p,)),
+        for f, args, triton in (
+            (expected_calibration_error, (y, p), True),
+            (reliability_curve, (y, p), True),
+            (calibration_curve, (p,), False),  # level counts: XLA's compare kernel
         ):
             lowered = jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",))
-            assert "xla.gpu.triton" in lowered.as_text(), f.__name__
+            assert ("xla.gpu.triton" in lowered.as_text()) == triton, f.__name__
     finally:
         jax.clear_caches()
 
@@ -211,3 +192,10 @@ def test_bins_from_edges_with_a_mask_equal_the_compare_kernel(rng, n, num_bins):
     # and the default (scatter on CPU) gives the same counts
     default = _from_edges_public(p, y, mask, variant=None, **args)[0]
     np.testing.assert_array_equal(np.asarray(default), np.asarray(ref_count))
+
+
+def test_levels_have_no_pallas_kernel():
+    # the calibration curves' level counts run XLA's compare kernel on GPUs too (as
+    # fast on an H200); forcing Pallas says so instead of running something else
+    with pytest.raises(ValueError, match="no Pallas kernel"):
+        b.count_at_or_below(jnp.zeros(3), 4, variant="pallas")

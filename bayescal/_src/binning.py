@@ -557,9 +557,6 @@ def count_at_or_below(
             lambda v: _at_or_below_scatter(v, num_levels),
             lambda v: _at_or_below_compare(v, num_levels),
             u,
-            pallas=lambda v, interpret: pallas_histogram.count_at_or_below(
-                v, jnp.linspace(0.0, 1.0, num_levels, dtype=v.dtype), interpret=interpret
-            ),
         )
     idx = grid_index(u, num_levels)
     ((s, c),) = compensated_bin_sums(idx, num_levels, (weights,), variant=variant)

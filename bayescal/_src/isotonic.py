@@ -168,7 +168,7 @@ _TIER = 4
 
 
 def _device_pav_row(
-    y: jax.Array, w: jax.Array, *, unroll: bool = False, prefix: Callable | None = None
+    y: jax.Array, w: jax.Array, *, wide: bool = False, prefix: Callable | None = None
 ) -> jax.Array:
     """Nondecreasing weighted PAV fit of one row ``y [n]`` (weights ``w > 0``), in XLA.
 
@@ -195,9 +195,9 @@ def _device_pav_row(
         [jnp.concatenate([zero, hi]), jnp.concatenate([zero, lo])], axis=-1
     )  # [n + 1, 4]: hi(S), hi(W), lo(S), lo(W) of the sums before each position
 
-    def mean(a: jax.Array, b: jax.Array) -> jax.Array:
-        """Weighted mean of ``y[a:b]`` (a < b)."""
-        pa, pb = _take(prefix, a), _take(prefix, b)
+    def mean_from(pa: jax.Array, b: jax.Array) -> jax.Array:
+        """Weighted mean of ``y[a:b]`` (a < b), given ``pa = prefix[a]``."""
+        pb = _take(prefix, b)
         s, e = two_sum(pb[..., :2], -pa[..., :2])
         total = s + (e + (pb[..., 2:] - pa[..., 2:]))
         return total[..., 0] / total[..., 1]
@@ -208,77 +208,98 @@ def _device_pav_row(
     def clip(i: jax.Array) -> jax.Array:
         return jnp.clip(i, 0, last_index)
 
-    def level_body(level: jax.Array, carry: tuple, slots: int, steps: int) -> tuple:
-        first, last = carry
+    def level_body(level: jax.Array, carry: tuple, slots: int, ways: int) -> tuple:
+        first, last, block_mean = carry  # block_mean[i]: the mean of i's block
         h = jnp.left_shift(jnp.asarray(1, index_dtype), level)
         ls = jnp.minimum(jnp.arange(slots, dtype=index_dtype) * (2 * h), n)
         rs = jnp.minimum(ls + h, n)  # R = [rs, re), L = [ls, rs)
         re = jnp.minimum(ls + 2 * h, n)
         rc = clip(rs)
-        need = (rs < re) & (mean(_take(first, clip(rc - 1)), rc) > mean(rc, _take(last, rc)))
+        need = (rs < re) & (_take(block_mean, clip(rc - 1)) > _take(block_mean, rc))
+        # a search over 2^level positions takes ceil((level + 1) / log2(ways)) rounds
+        rounds = (level + ways.bit_length() - 1) // (ways.bit_length() - 1)
 
-        def pooled_end(j: jax.Array) -> jax.Array:
-            """End of R's prefix pooled with L's suffix from ``j``.
+        def pooled_end(j: jax.Array, rs: jax.Array, re: jax.Array) -> jax.Array:
+            """End of R's prefix pooled with L's suffix from ``j`` (R = [rs, re))."""
+            pj = _take(prefix, j)[..., None, :]
 
-            A binary search: a loop of ``level + 1`` steps, or with ``unroll`` (on
-            accelerators) ``steps`` unrolled ones (a step past the end changes
-            nothing), one chain of gathers for XLA to fuse instead of a loop
-            iteration per step (2x slower on CPU, where the work counts).
-            """
+            def runs_past(k: jax.Array) -> jax.Array:  # monotone: True, then False
+                kb = _take(last, clip(k))  # the next block starts at kb
+                return (kb < re[..., None]) & (
+                    _take(block_mean, clip(kb)) < mean_from(pj, kb)
+                )
 
-            def step(_, c):
-                below, above = c  # the prefix runs past `below`, not past `above`
-                mid = (below + above) // 2
-                kb = _take(last, clip(mid))
-                kc = clip(kb)
-                more = (kb < re) & (mean(kc, _take(last, kc)) < mean(j, kb))
-                go = above - below > 1
-                return jnp.where(go & more, mid, below), jnp.where(go & ~more, mid, above)
+            _, above = _search(rs - 1, re - 1, runs_past, rounds, ways)
+            return _take(last, clip(above))
 
-            c = (rs - 1, re - 1)
-            if unroll:
-                for _ in range(steps):
-                    c = step(None, c)
-            else:
-                c = jax.lax.fori_loop(0, level + 1, step, c)
-            return _take(last, clip(c[1]))
+        def stays(k: jax.Array) -> jax.Array:
+            """L's suffix starts after ``first[k]`` (monotone: True, then False)."""
+            j = _take(first, clip(k))
+            bounds = (jnp.broadcast_to(x[:, None], j.shape) for x in (rs, re))
+            pooled = mean_from(_take(prefix, j), pooled_end(j, *bounds))
+            return ~((j > ls[:, None]) & (_take(block_mean, clip(j - 1)) > pooled))
 
-        def start_step(_, c):
-            keep, extend = c  # L's suffix starts at or after `keep`, before `extend`
-            mid = (keep + extend) // 2
-            j = _take(first, clip(mid))
-            prev = _take(first, clip(j - 1))
-            grow = (j > ls) & (mean(prev, j) > mean(j, pooled_end(j)))
-            go = extend - keep > 1
-            return jnp.where(go & ~grow, mid, keep), jnp.where(go & grow, mid, extend)
-
-        keep, _ = jax.lax.fori_loop(0, level + 1, start_step, (ls, rs))
+        keep, _ = _search(ls, rs, stays, rounds, ways)
         a = _take(first, clip(keep))
-        b = pooled_end(a)
+        b = pooled_end(a, rs, re)
+        pooled = mean_from(_take(prefix, a), b)
         a = jnp.where(need, a, n)
         b = jnp.where(need, b, n)
         pair = jnp.minimum(idx // (2 * h), slots - 1)
         ap, bp = _take(a, pair), _take(b, pair)
         inside = (idx >= ap) & (idx < bp)
-        return jnp.where(inside, ap, first), jnp.where(inside, bp, last)
+        return (
+            jnp.where(inside, ap, first),
+            jnp.where(inside, bp, last),
+            jnp.where(inside, _take(pooled, pair), block_mean),
+        )
 
     num_levels = last_index.bit_length()
-    # unrolled searches take `l1` steps at every level of a tier: more, shorter tiers
-    tiers = (_TIER, 2 * _TIER, 4 * _TIER) if unroll else (_TIER,)
-    bounds = [0] + [t for t in tiers if t < num_levels] + [num_levels]
-    carry = (idx, idx + 1)
+    bounds = [0] + [t for t in (_TIER, 2 * _TIER) if t < num_levels] + [num_levels]
+    carry = (idx, idx + 1, y)
     for l0, l1 in zip(bounds[:-1], bounds[1:], strict=False):
         slots = -(-n // (2 << l0))
-        body = functools.partial(_level_call, level_body, slots=slots, steps=l1)
+        # accelerators: searches of 4 or 16 ways past the first tier (a loop iteration
+        # costs them more than the wider step); CPU meshes: binary, the least work
+        ways = min(2 ** (l0 // 2), 16) if wide and l0 else 2
+        body = functools.partial(_level_call, level_body, slots=slots, ways=ways)
         carry = jax.lax.fori_loop(l0, l1, body, carry)
-    first, last = carry
-    fit = mean(first, last)
+    fit = carry[2]
     valid = jnp.all(w > 0)  # invalid weights (rejected or NaN upstream): NaN, as the host
     return jnp.where(valid, fit, jnp.asarray(jnp.nan, fit.dtype))
 
 
-def _level_call(body, level, carry, *, slots, steps):
-    return body(level, carry, slots, steps)
+def _search(below, above, holds, rounds, ways: int):
+    """Narrow ``(below, above]`` to the step of a monotone predicate, ``ways - 1``
+    probes a round: ``holds(k [..., ways - 1])`` is True up to the step and False
+    after; ``holds(below)`` is taken True and ``holds(above)`` False. Returns
+    ``(below, above)`` with ``above - below <= 1`` after enough ``rounds`` (each
+    divides the gap by ``ways``, rounded up)."""
+    frac = jnp.arange(1, ways, dtype=below.dtype)
+
+    def halve(_, c):  # ways = 2: a plain binary search, the smaller program
+        below, above = c
+        mid = (below + above) // 2
+        ok = holds(mid[..., None])[..., 0]
+        go = above - below > 1
+        return jnp.where(go & ok, mid, below), jnp.where(go & ~ok, mid, above)
+
+    def round_(_, c):
+        below, above = c
+        gap = (above - below)[..., None]
+        # below + gap * f // ways without overflowing int32 at n ~ 2^27
+        probe = below[..., None] + (gap // ways) * frac + (gap % ways) * frac // ways
+        inside = (probe > below[..., None]) & (probe < above[..., None])
+        ok = holds(probe)
+        below = jnp.max(jnp.where(inside & ok, probe, below[..., None]), axis=-1)
+        above = jnp.min(jnp.where(inside & ~ok, probe, above[..., None]), axis=-1)
+        return below, above
+
+    return jax.lax.fori_loop(0, rounds, halve if ways == 2 else round_, (below, above))
+
+
+def _level_call(body, level, carry, *, slots, ways):
+    return body(level, carry, slots, ways)
 
 
 def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.Array:
@@ -298,9 +319,9 @@ def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.
         return y.astype(dtype)
     sign = 1 if increasing else -1  # a nonincreasing fit is -(fit of -y)
     rows = y.reshape(-1, y.shape[-1])
-    # accelerators: few sequential steps (a parallel prefix, unrolled searches); CPU
+    # accelerators: few sequential steps (a parallel prefix, searches of 4 and 16 ways); CPU
     # meshes: the loops, which do less work and compile faster there
-    row = functools.partial(_device_pav_row, unroll=True, prefix=_dd_prefix_parallel)
+    row = functools.partial(_device_pav_row, wide=True, prefix=_dd_prefix_parallel)
     fit = by_platform(
         sign * rows,
         w.reshape(rows.shape),
