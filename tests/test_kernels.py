@@ -27,6 +27,7 @@ VARIANTS = ("scatter", "compare")
 # one per primitive of an eager call.
 _jit = functools.partial(jax.jit, static_argnums=1)
 count_at_or_below = _jit(b.count_at_or_below, static_argnames="variant")
+_blocks_kernel = jax.jit(b._at_or_below_blocks, static_argnums=1)
 bin_counts = _jit(b.bin_counts, static_argnames="variant")
 bin_sums = _jit(b.bin_sums, static_argnames=("variant", "bounded"))
 compensated_bin_sums = _jit(b.compensated_bin_sums, static_argnames="variant")
@@ -76,6 +77,8 @@ def test_count_at_or_below_variants_identical(u, m):
     for variant in VARIANTS:
         got = count_at_or_below(u, m, variant=variant)
         np.testing.assert_array_equal(np.asarray(got), ref)
+    # the CUDA kernel (a private histogram per block), run here on CPU
+    np.testing.assert_array_equal(np.asarray(_blocks_kernel(u, m)), ref)
 
 
 @settings(max_examples=12)
@@ -171,6 +174,21 @@ def test_variants_under_jit_and_vmap():
         f = jax.jit(jax.vmap(lambda x, v=variant: b.count_at_or_below(x, 11, variant=v)))
         loop = jnp.stack([b.count_at_or_below(x, 11, variant=variant) for x in u])
         np.testing.assert_array_equal(np.asarray(f(u)), np.asarray(loop))
+
+
+def test_block_histogram_kernel_over_many_blocks():
+    # the CUDA level counter on CPU: 1,000 values over four blocks, a third exactly on
+    # the levels, NaN counted nowhere; under vmap it equals the loop
+    rng = np.random.default_rng(7)
+    u = rng.uniform(size=(2, 1000)).astype(_float())
+    on = rng.uniform(size=u.shape) < 1 / 3
+    u[on] = np.asarray(jnp.linspace(0.0, 1.0, 11, dtype=u.dtype))[rng.integers(0, 11, on.sum())]
+    u[:, :3] = np.nan
+    levels = np.asarray(jnp.linspace(0.0, 1.0, 11, dtype=u.dtype))
+    ref = (u[:, :, None] <= levels).sum(1)  # numpy: NaN compares False
+    got = jax.jit(jax.vmap(lambda x: b._at_or_below_blocks(x, 11)))(jnp.asarray(u))
+    np.testing.assert_array_equal(np.asarray(got), ref)
+    np.testing.assert_array_equal(np.asarray(_blocks_kernel(jnp.asarray(u[0]), 11)), ref[0])
 
 
 def test_default_dispatch_equals_forced_variants():

@@ -150,6 +150,9 @@ def test_gpu_programs_of_the_binned_metrics_call_the_triton_kernels(monkeypatch)
         ):
             lowered = jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",))
             assert ("xla.gpu.triton" in lowered.as_text()) == triton, f.__name__
+        # the level counts on CUDA: the block-private scatter kernel (no compare kernel)
+        text = jax.jit(calibration_curve).trace(p).lower(lowering_platforms=("cuda",))
+        assert "stablehlo.scatter" in text.as_text()
     finally:
         jax.clear_caches()
 

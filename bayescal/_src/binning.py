@@ -530,6 +530,24 @@ def _at_or_below_scatter(u, num_levels):
     return jnp.cumsum(_counts_scatter(idx, num_levels))
 
 
+def _at_or_below_blocks(u, num_levels):
+    """The scatter kernel with one private histogram per block of :data:`BLOCK` values
+    (``N / 256 x m`` counters, then a sum over blocks), so that few atomic additions
+    contend for an address: what CUDA GPUs run. On an H200 at N = 1e8 and 100 levels
+    it took 1.45 ms, against 2.16 ms for the compare kernel, 2.10 ms for a Pallas
+    kernel and 22.9 ms for one global scatter-add (on CPU it runs ~7% slower than
+    the global one)."""
+    idx = grid_index(u, num_levels)  # NaN: m, counted nowhere
+    n = u.shape[-1]
+    nb = -(-n // BLOCK)
+    seg = jnp.arange(n, dtype=jnp.int32) // BLOCK * num_levels + idx
+    seg = jnp.where(idx < num_levels, seg, nb * num_levels)
+    per = jax.ops.segment_sum(
+        jnp.ones(idx.shape, _count_dtype()), seg, num_segments=nb * num_levels
+    )
+    return jnp.cumsum(jnp.sum(per.reshape(nb, num_levels), axis=0))
+
+
 def _at_or_below_compare(u, num_levels):
     levels = jnp.linspace(0.0, 1.0, num_levels, dtype=u.dtype)
     blocks = _blocks(u, jnp.nan)  # NaN compares False: padding counts nowhere
@@ -547,17 +565,22 @@ def count_at_or_below(
     """``#{i: u_i <= levels[j]}`` for every level of ``linspace(0, 1, num_levels)``.
 
     Unweighted: integer counts, by scatter-add into the grid cells and a cumulative sum
-    on CPU (O(N + m), no sort) or by comparing blocks of values against every level and
-    reducing elsewhere; both give identical counts (NaN counted nowhere). Weighted: the
+    on CPU (O(N + m), no sort), the same into one histogram per block of values on
+    CUDA GPUs, or by comparing blocks of values against every level and reducing
+    elsewhere; all give identical counts (NaN counted nowhere). Weighted: the
     compensated per-cell sums, accumulated. Returns shape ``[num_levels]``.
     """
     if weights is None:
-        return _dispatch(
-            variant,
-            lambda v: _at_or_below_scatter(v, num_levels),
-            lambda v: _at_or_below_compare(v, num_levels),
-            u,
-        )
+        scatter = functools.partial(_at_or_below_scatter, num_levels=num_levels)
+        compare = functools.partial(_at_or_below_compare, num_levels=num_levels)
+        if variant is None:
+            return jax.lax.platform_dependent(
+                u,
+                cpu=scatter,
+                cuda=functools.partial(_at_or_below_blocks, num_levels=num_levels),
+                default=compare,
+            )
+        return _dispatch(variant, scatter, compare, u)
     idx = grid_index(u, num_levels)
     ((s, c),) = compensated_bin_sums(idx, num_levels, (weights,), variant=variant)
     return jnp.cumsum(s + c)
