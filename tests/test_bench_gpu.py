@@ -69,3 +69,25 @@ def test_without_accelerator_or_interpret_it_says_what_to_do():
     assert "--interpret" in proc.stderr and "no accelerator" in proc.stderr
     proc = _run("--interpret", "--sizes", "1e6,abc")
     assert proc.returncode != 0 and "--sizes must be" in proc.stderr
+
+
+def test_make_bench_calls_main_quick_of_every_other_module():
+    # `make bench` (benchmarks/run.py) calls main(quick=...) of every bench_*.py but the
+    # scripts in its SEPARATE set; bench_gpu's main(argv) crashed it before. Each module
+    # is read as source here (importing them all would import every peer).
+    import ast
+
+    separate = set()
+    for node in ast.parse((ROOT / "benchmarks" / "run.py").read_text()).body:
+        if isinstance(node, ast.Assign) and node.targets[0].id == "SEPARATE":
+            separate = ast.literal_eval(node.value)
+    assert "bench_gpu" in separate
+    for path in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        mains = [
+            f
+            for f in ast.parse(path.read_text()).body
+            if isinstance(f, ast.FunctionDef) and f.name == "main"
+        ]
+        assert len(mains) == 1, path.name
+        takes_quick = "quick" in [a.arg for a in mains[0].args.args]
+        assert takes_quick != (path.stem in separate), path.name
