@@ -77,23 +77,18 @@ def test_device_pav_invalid_weights_give_nan():
     assert np.isnan(np.asarray(_device(y, np.array([[1.0, 0.0, 1.0]], DTYPE), True))).all()
 
 
-_accelerator = jax.jit(
-    jax.vmap(
-        functools.partial(
-            isotonic._device_pav_row, wide=True, prefix=isotonic._dd_prefix_parallel
-        )
-    )
-)
-
-
+@pytest.mark.parametrize("parallel", [False, True], ids=["scans", "parallel prefix"])
 @pytest.mark.parametrize("n", [7, 1000])
-def test_accelerator_formulation_equals_host_pav(n):
-    # what device_isotonic runs off the CPU (searches of 4 and 16 ways, a parallel prefix sum):
-    # every kind of row above, weighted and not, against scipy's PAV
+def test_accelerator_formulation_equals_host_pav(n, parallel):
+    # what device_isotonic runs off the CPU (searches of 2 to 32 ways; a parallel prefix
+    # sum from PARALLEL_PREFIX values on): every kind of row above, weighted and not,
+    # against scipy's PAV
+    prefix = isotonic._dd_prefix_parallel if parallel else None
+    row = functools.partial(isotonic._device_pav_row, wide=True, prefix=prefix)
     rng = np.random.default_rng(n + 1)
     y = _rows(rng, 14, n)
     w = np.ones_like(y)
     w[::2] = rng.uniform(0.1, 3.0, size=w[::2].shape)
-    got = np.asarray(_accelerator(y, w))
+    got = np.asarray(jax.jit(jax.vmap(row))(y, w))
     np.testing.assert_allclose(got, isotonic._host_pav(y, w, True), rtol=RTOL, atol=ATOL)
     assert (np.diff(got, axis=-1) >= 0).all()
