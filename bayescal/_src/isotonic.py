@@ -8,8 +8,10 @@ n = 1e6, where a pure XLA ``while_loop`` PAV ran 2.8-7.6x slower and is fragile.
 With several devices (a mesh, or several processes) a host callback is not an option:
 on a sharded input XLA gathers the operand to device 0 and, on CPU meshes, the other
 devices' threads wait in an all-reduce rendezvous that aborts the process after 40 s
-(N = 32,768 on 8 devices), and its result has a ``{maximal device=0}`` sharding. There
-the fit runs in XLA (:func:`device_isotonic`): a divide-and-conquer PAV that merges
+(N = 32,768 on 8 devices), and its result has a ``{maximal device=0}`` sharding. There,
+and on accelerators (no device -> host -> device round trip; on an H200 it beats
+scipy's PAV on a CPU from n ~ 1e6, docs/gpu.md), the fit runs in XLA
+(:func:`device_isotonic`): a divide-and-conquer PAV that merges
 the solved halves of chunks of 1, 2, 4, ... observations (:func:`_device_pav_row`),
 exact up to rounding (block means from compensated prefix sums). A custom JVP gives exact
 O(n) derivatives: the fit is constant on blocks, each block value being the weighted
@@ -151,9 +153,9 @@ def _dd_prefix(x: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def _dd_prefix_parallel(x: jax.Array) -> tuple[jax.Array, jax.Array]:
     """:func:`_dd_prefix` in ``log2(n)`` parallel steps (``jax.lax.associative_scan``
-    with the TwoSum combiner): what accelerators run, where each of the two scans'
-    ``sqrt(n)`` sequential steps costs a loop iteration (CPU meshes keep the scans,
-    which compile 7x faster there)."""
+    with the TwoSum combiner): what accelerators run from :data:`PARALLEL_PREFIX`
+    values, where the two scans' ``2 sqrt(n)`` sequential steps cost more than its
+    longer compilation (CPU meshes keep the scans)."""
     return jax.lax.associative_scan(_dd_add, (x, jnp.zeros_like(x)), axis=0)
 
 
@@ -189,15 +191,19 @@ def _device_pav_row(
     chunk holds its own PAV solution, as blocks (``first[i]``, ``last[i]``: the block of
     observation ``i``) with nondecreasing means. Merging two solved neighbours L and R
     pools at most one run of blocks, a suffix of L's and a prefix of R's (PAV never
-    splits a block), found by a nested binary search: for a start ``j`` of L's suffix,
-    R's prefix runs while the next block's mean is below the pooled mean (a monotone
+    splits a block), found by a nested search: for a start ``j`` of L's suffix, R's
+    prefix runs while the next block's mean is below the pooled mean (a monotone
     condition: R's means increase, the pooled mean decreases); L's suffix starts at
     the last block whose predecessor's mean is not above the pooled mean so found.
-    Every mean is a ratio of range sums of compensated prefix sums of ``w y`` and ``w``
-    (exact up to rounding, as scipy's float64 PAV). ``log2(n)`` levels of
-    ``O(n)`` gathers each, ``O(l^2)`` search steps per pair at level ``l``: no
-    data-dependent round count (a round-based PAV took 1000 rounds on CORP data at
-    n = 1e6 and O(n) on adversarial ones).
+    Each search probes ``ways - 1`` positions a round (:func:`_search`; binary on CPU
+    meshes, up to 32 ways on accelerators with ``wide``, see :data:`_WIDE`). Every
+    pooled mean is a ratio of range sums of compensated prefix sums of ``w y`` and
+    ``w`` (exact up to rounding, as scipy's float64 PAV); the mean of each block is
+    carried from level to level. ``log2(n)`` levels of ``O(n)`` gathers each,
+    ``O((l / log2(ways))^2)`` search rounds per level ``l``: no data-dependent round
+    count (a round-based PAV took 1000 rounds on CORP data at n = 1e6 and O(n) on
+    adversarial ones). ``prefix`` computes the prefix sums (:func:`_dd_prefix` by
+    default).
     """
     n = y.shape[-1]
     index_dtype = jnp.int32
