@@ -18,7 +18,10 @@ the input, the value split done in the kernel). It is added to the
 Triton primitives import (:func:`pallas_on_gpu`; with several devices the XLA kernel
 shards, a Pallas call would gather); everywhere else, CPU included, the
 traced program is the one without it, and a GPU without Pallas gets ``"compare"``.
-Forcing ``variant="pallas"`` off a GPU runs the kernels in Pallas' interpreter.
+Forcing ``variant="pallas"`` off a GPU runs the kernels in Pallas' interpreter. The
+unweighted level counts (:func:`count_at_or_below`) have no Pallas kernel: on CUDA GPUs
+they scatter into one private histogram per block of values instead
+(:func:`_at_or_below_blocks`, faster there than both).
 
 Accuracy. Counts are integers (int32; int64 under x64). float32 sums of ``N`` terms
 stop growing past ``2^24`` terms, so per-bin sums are accumulated exactly in blocks and
