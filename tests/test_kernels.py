@@ -257,7 +257,9 @@ def test_pit_draws_strict_counts_past_the_packed_range():
 def test_pit_draws_finite_flag_from_the_count(bad):
     d = jnp.ones((11, 5), _float()).at[9, 3].set(bad)
     for variant in ("rows", "broadcast"):
-        assert not bool(_pit._count_kernel(jnp.zeros(5), d, strict=False, variant=variant)[2])
+        for strict in (False, True):  # the broadcast kernel's one and two-count sums
+            flag = _pit._count_kernel(jnp.zeros(5), d, strict=strict, variant=variant)[2]
+            assert not bool(flag)
     with pytest.raises(ValueError, match="draws contains"):
         pit_draws(jnp.zeros(5), d)
     assert np.isnan(np.asarray(jax.jit(pit_draws)(jnp.zeros(5), d))).all()
