@@ -91,3 +91,27 @@ def test_make_bench_calls_main_quick_of_every_other_module():
         assert len(mains) == 1, path.name
         takes_quick = "quick" in [a.arg for a in mains[0].args.args]
         assert takes_quick != (path.stem in separate), path.name
+
+
+def test_gpu_alternatives_smoke_run():
+    # benchmarks/gpu_alternatives.py (the alternatives quoted in docs/gpu.md) runs every
+    # case at tiny N on CPU, and each alternative agreed with its reference (the script
+    # exits non-zero on a mismatch)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_alternatives.py"), "all", "--small"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for line in (
+        "PAV n=1e+03 accel ",
+        "PAV adversarial one huge pool",
+        "pit [100, 1e+03] count, both",
+        "bins15 n=1e+03 siblings",
+        "levels100 n=1e+03 block-scatter",
+    ):
+        assert line in proc.stdout, line
