@@ -171,8 +171,9 @@ def _twin_isotonic_regression(
     of the kernel's host callback (``_src.isotonic._host_pav``: scipy's C++ PAV) on the
     inputs in the kernel's dtype, after the kernel's checks. Up to ``BUCKET_MAX`` values,
     not the host path's ``HOST_MAX``: the fit is the callback either way, and the
-    program around it (padding, checks, transfers) made a weighted call at N = 1e6 2.3x scipy's time (40 against 17 ms)
-    where this takes 1.3x (21 against 16 ms; 2-core CPU machine, 2026-11-29)."""
+    program around it (padding, checks, transfers) made a weighted call at N = 1e6
+    2.3x scipy's time (40 against 17 ms) where this takes 1.3x (21 against 16 ms;
+    2-core CPU machine, 2026-11-29)."""
     if not isinstance(increasing, bool):
         return None
     v = _vector(y, _BUCKET_MAX)

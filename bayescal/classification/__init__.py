@@ -8,9 +8,9 @@ multiclass :func:`top_label_calibration_error`, :func:`marginal_calibration_erro
 Calibration tests and summaries: :func:`calibration_slope_intercept` (Cox),
 :func:`spiegelhalter_z`, :func:`hosmer_lemeshow`, :func:`cumulative_calibration_test`
 (Kolmogorov-Smirnov and Kuiper on the cumulative differences, no bins),
-:func:`isotonic_calibration_index` (ICI, E50, E90, Emax on the isotonic curve), :func:`kernel_calibration_error` and
-:func:`kernel_calibration_test` (the squared kernel calibration error of Widmann et al.
-2019, binary and multiclass).
+:func:`isotonic_calibration_index` (ICI, E50, E90, Emax on the isotonic curve),
+:func:`kernel_calibration_error` and :func:`kernel_calibration_test` (the squared
+kernel calibration error of Widmann et al. 2019, binary and multiclass).
 
 Calibrators (frozen pytrees, callable on new scores, usable inside ``jax.jit``):
 :func:`fit_platt`, :func:`fit_isotonic`, :func:`fit_histogram_binning`,

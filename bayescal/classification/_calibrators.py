@@ -1572,7 +1572,6 @@ def _fit_ovr_nonparametric(y_true, probs, weights, n, *, method, options):
 def _unpadded_knots(out: OneVsRestCalibrator, n: int) -> OneVsRestCalibrator:
     """Isotonic knots of a padded fit cut to the ``N`` of an unpadded one (host)."""
 
-
     def cut(k: jax.Array) -> jax.Array:
         return _v.slice_without_program(k, slice(0, n))
 
