@@ -8,9 +8,10 @@ Usage::
     python benchmarks/gpu_alternatives.py hist    # per-bin sums and level counts
     python benchmarks/gpu_alternatives.py hist --small   # CPU smoke test, tiny N
 
-- ``pav``: the PAV in XLA (:mod:`bayescal._src.isotonic`) as CPU meshes run it (binary
-  searches, sequential prefix scans: ``mesh``), as accelerators run it (searches of 2 to
-  32 ways: ``accel``, with the parallel prefix sum: ``accel+prefix``), at N = 1e4-1e8,
+- ``pav``: the PAV in XLA (:mod:`bayescal._src.isotonic`) as accelerators run it
+  (searches of 4 to 32 ways in loops of fixed trip counts: ``accel``) at N = 1e4-1e8,
+  and at 1e6 as CPU meshes run it (binary searches: ``mesh``) and with 0 or 5 levels
+  solved at once (``accel solved=0``, ``solved=5``; the library solves 4),
   first call and warm median, checked against ``scipy.optimize.isotonic_regression``
   (float64) up to 1e7; then adversarial inputs (alternating runs, one huge pool, ties,
   weights) at 1e6.
@@ -71,10 +72,10 @@ def pav():
     import scipy.optimize as so
 
     variants = {
-        "mesh": dict(wide=False, prefix=iso._dd_prefix),
-        "accel": dict(wide=True, prefix=iso._dd_prefix),
-        "accel+prefix": dict(wide=True, prefix=iso._dd_prefix_parallel),
-        "mesh+prefix": dict(wide=False, prefix=iso._dd_prefix_parallel),
+        "mesh": dict(wide=False),
+        "accel": dict(wide=True),
+        "accel solved=0": dict(wide=True, solved=0),
+        "accel solved=5": dict(wide=True, solved=5),
     }
 
     def make(v):
@@ -95,7 +96,7 @@ def pav():
             log(
                 f"PAV n={n:.0e} scipy host float64 {1e3 * (time.perf_counter() - t):.2f} ms"
             )
-        names = ["mesh", "accel"] + (["accel+prefix", "mesh+prefix"] if n == 10**6 else [])
+        names = ["accel"] + (["mesh", "accel solved=0", "accel solved=5"] if n == 10**6 else [])
         for name in names:
             first, warm = timed(fns[name], (y, w), repeat=3 if n >= 10**7 else 5)
             err = ""

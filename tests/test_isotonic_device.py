@@ -8,6 +8,7 @@ relative), to 1e-12 under x64 (this file is in the Makefile's X64_CORE).
 """
 
 import functools
+import math
 
 import jax
 import numpy as np
@@ -77,14 +78,16 @@ def test_device_pav_invalid_weights_give_nan():
     assert np.isnan(np.asarray(_device(y, np.array([[1.0, 0.0, 1.0]], DTYPE), True))).all()
 
 
-@pytest.mark.parametrize("parallel", [False, True], ids=["scans", "parallel prefix"])
+@pytest.mark.parametrize("solved", [0, 2, 4, 6])
+@pytest.mark.parametrize("wide", [False, True], ids=["CPU mesh", "accelerator"])
 @pytest.mark.parametrize("n", [7, 1000])
-def test_accelerator_formulation_equals_host_pav(n, parallel):
-    # what device_isotonic runs off the CPU (searches of 2 to 32 ways; a parallel prefix
-    # sum from PARALLEL_PREFIX values on): every kind of row above, weighted and not,
-    # against scipy's PAV
-    prefix = isotonic._dd_prefix_parallel if parallel else None
-    row = functools.partial(isotonic._device_pav_row, wide=True, prefix=prefix)
+def test_pav_formulations_equal_host_pav(n, wide, solved):
+    # what device_isotonic runs on accelerators (searches of 4 to 32 ways in loops of
+    # fixed trip counts) and on CPU meshes (binary searches), after chunks of 2^solved
+    # observations solved at once (isotonic.SOLVED[wide] levels by default; 0: merges
+    # from single observations on): every kind of row above, weighted and not, against
+    # scipy's PAV
+    row = functools.partial(isotonic._device_pav_row, wide=wide, solved=solved)
     rng = np.random.default_rng(n + 1)
     y = _rows(rng, 14, n)
     w = np.ones_like(y)
@@ -92,3 +95,33 @@ def test_accelerator_formulation_equals_host_pav(n, parallel):
     got = np.asarray(jax.jit(jax.vmap(row))(y, w))
     np.testing.assert_allclose(got, isotonic._host_pav(y, w, True), rtol=RTOL, atol=ATOL)
     assert (np.diff(got, axis=-1) >= 0).all()
+
+
+@pytest.mark.parametrize("base", [2, 16])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 1000])
+def test_compensated_prefix_sums(n, base):
+    # hi + lo is the prefix sum to ~n eps^2 of the magnitudes (reference: math.fsum,
+    # correctly rounded, of inputs of mixed signs and scales)
+    rng = np.random.default_rng(n)
+    x = (rng.normal(size=(n, 2)) * 10.0 ** rng.integers(-3, 4, (n, 2))).astype(DTYPE)
+    hi, lo = isotonic._dd_prefix(x, base)
+    got = np.asarray(hi, np.float64) + np.asarray(lo, np.float64)
+    ref = np.array([[math.fsum(x[: i + 1, j]) for j in range(2)] for i in range(n)])
+    scale = np.cumsum(np.abs(x.astype(np.float64)), axis=0)
+    # (+ one ulp of the float64 sum hi + lo, which rounds under x64)
+    tol = 4 * n * np.finfo(DTYPE).eps ** 2 * scale + np.spacing(np.abs(ref))
+    assert (np.abs(got - ref) <= tol).all()
+
+
+def test_chunks_solved_in_groups(monkeypatch):
+    # beyond isotonic.SOLVE_GROUP range means the chunks are solved group by group
+    # (a loop): the same fits as solved at once, and as scipy's PAV
+    rng = np.random.default_rng(3)
+    y = _rows(rng, 7, 1000)
+    w = rng.uniform(0.1, 3.0, size=y.shape).astype(DTYPE)
+    ref = isotonic._host_pav(y, w, True)
+    for limit in (isotonic.SOLVE_GROUP, 4096, 300):
+        monkeypatch.setattr(isotonic, "SOLVE_GROUP", limit)
+        row = functools.partial(isotonic._device_pav_row, wide=True)
+        got = np.asarray(jax.jit(jax.vmap(row))(y, w))
+        np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL)

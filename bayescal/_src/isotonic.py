@@ -10,10 +10,11 @@ on a sharded input XLA gathers the operand to device 0 and, on CPU meshes, the o
 devices' threads wait in an all-reduce rendezvous that aborts the process after 40 s
 (N = 32,768 on 8 devices), and its result has a ``{maximal device=0}`` sharding. There,
 and on accelerators (no device -> host -> device round trip; on an H200 it beats
-scipy's PAV on a CPU from n ~ 1e6, docs/gpu.md), the fit runs in XLA
-(:func:`device_isotonic`): a divide-and-conquer PAV that merges
-the solved halves of chunks of 1, 2, 4, ... observations (:func:`_device_pav_row`),
-exact up to rounding (block means from compensated prefix sums). A custom JVP gives exact
+scipy's PAV on a CPU from n ~ 1e6: 4.4 ms against 16 ms there, docs/gpu.md), the fit
+runs in XLA (:func:`device_isotonic`): chunks of 16 or 32 observations solved at once,
+then a divide-and-conquer PAV that merges the solved halves of chunks of 32, 64, ...
+observations (:func:`_device_pav_row`), exact up to rounding (block means from
+compensated prefix sums). A custom JVP gives exact
 O(n) derivatives: the fit is constant on blocks, each block value being the weighted
 mean of its observations, so
 
@@ -118,72 +119,84 @@ def _dd_add(a: tuple, b: tuple) -> tuple:
     return s, a[1] + b[1] + e
 
 
-def _dd_prefix(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _dd_prefix(x: jax.Array, base: int = 16) -> tuple[jax.Array, jax.Array]:
     """Inclusive prefix sums along axis 0 of ``x [n, ...]`` as compensated pairs.
 
-    ``x`` is cut into ``m`` rows of ``k ~ sqrt(n)`` values: one ``lax.scan`` over the
-    ``k`` columns adds all rows at once, a second one over the ``m`` row totals gives
-    their offsets; every addition is a TwoSum, so ``hi + lo`` is the exact prefix sum
-    up to ~``n eps^2`` of the magnitudes (float32: ~1e-9 relative at n = 1e6).
-    ``jax.lax.associative_scan`` with the same combiner took 2.8 s to compile at
-    n = 32,768 against 0.4 s for these two scans.
+    Rows of ``base`` values are summed by one ``lax.scan`` over their ``base``
+    columns (all rows at once), then the row totals (compensated pairs) are
+    prefix-summed the same way, recursively: ``base * ceil(log_base(n))`` sequential
+    steps. Every addition is a TwoSum, so ``hi + lo`` is the exact prefix sum up to
+    ~``n eps^2`` of the magnitudes (float32: ~1e-9 relative at n = 1e6).
+
+    On an H200 at n = 1e6 the PAV around it took 7.3 ms, against 23.6 ms with two
+    scans of ``sqrt(n)`` steps (the loop steps, ~3 us each there, were the cost) and
+    6.7 ms with ``jax.lax.associative_scan`` and the same combiner, which compiled
+    0.4 s longer; at 1e8 these two were equal (2026-11-30).
     """
-    n = x.shape[0]
-    k = max(1, math.isqrt(n))
-    m = -(-n // k)
-    xp = jnp.concatenate([x, jnp.zeros((m * k - n,) + x.shape[1:], x.dtype)])
-    cols = jnp.swapaxes(xp.reshape((m, k) + x.shape[1:]), 0, 1)  # [k, m, ...]
-    zero = jnp.zeros(cols.shape[1:], x.dtype)
+    return _dd_prefix_pairs((x, jnp.zeros_like(x)), base)
+
+
+def _dd_prefix_pairs(pair: tuple, base: int) -> tuple[jax.Array, jax.Array]:
+    hi, lo = pair
+    n = hi.shape[0]
+    m = -(-n // base)
+    k = base if m > 1 else n
+
+    def cols(v):
+        v = jnp.concatenate([v, jnp.zeros((m * k - n,) + v.shape[1:], v.dtype)])
+        return jnp.swapaxes(v.reshape((m, k) + v.shape[1:]), 0, 1)  # [k, m, ...]
+
+    zero = jnp.zeros((m,) + hi.shape[1:], hi.dtype)
 
     def column(carry, v):
-        carry = _dd_add(carry, (v, jnp.zeros_like(v)))
+        carry = _dd_add(carry, v)
         return carry, carry
 
-    totals, (hi, lo) = jax.lax.scan(column, (zero, zero), cols)
-
-    def row(carry, t):
-        return _dd_add(carry, t), carry  # exclusive: the offset of each row
-
-    _, (off_hi, off_lo) = jax.lax.scan(row, (zero[0], zero[0]), totals)
-    s, e = two_sum(hi, off_hi[None])
-    lo = lo + off_lo[None] + e
-    shape = (m * k,) + x.shape[1:]
-    return jnp.swapaxes(s, 0, 1).reshape(shape)[:n], jnp.swapaxes(lo, 0, 1).reshape(shape)[:n]
-
-
-def _dd_prefix_parallel(x: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """:func:`_dd_prefix` in ``log2(n)`` parallel steps (``jax.lax.associative_scan``
-    with the TwoSum combiner): what accelerators run from :data:`PARALLEL_PREFIX`
-    values, where the two scans' ``2 sqrt(n)`` sequential steps cost more than its
-    longer compilation (CPU meshes keep the scans)."""
-    return jax.lax.associative_scan(_dd_add, (x, jnp.zeros_like(x)), axis=0)
+    totals, (s, c) = jax.lax.scan(column, (zero, zero), (cols(hi), cols(lo)))
+    if m > 1:  # the offset of each row: the exclusive prefix sum of the row totals
+        off_hi, off_lo = (
+            jnp.concatenate([jnp.zeros_like(v[:1]), v[:-1]])
+            for v in _dd_prefix_pairs(totals, base)
+        )
+        s, e = two_sum(s, off_hi[None])
+        c = c + off_lo[None] + e
+    shape = (m * k,) + hi.shape[1:]
+    return jnp.swapaxes(s, 0, 1).reshape(shape)[:n], jnp.swapaxes(c, 0, 1).reshape(shape)[:n]
 
 
-#: Rows at least this long take the parallel prefix sum on accelerators. It saved 6 ms a
-#: call at n = 1e6 on an H200 (17.5 against 23.6 ms) but cost 1.1 s more to compile
-#: (3.3 against 2.2 s), a trade that pays only over many calls; the two scans' 2
-#: sqrt(n) steps (~3 us each there) cost more than that compilation from ~1e8 on.
-PARALLEL_PREFIX = 2**22
+#: Levels solved at once by :func:`_solve_chunks` before the merges, on CPU meshes
+#: (chunks of 16 observations) and on accelerators (32). CPU: 1.6x less work than
+#: merging them at n = 1e6 and a smaller program (1.1 against 1.6 s to compile at n =
+#: 32,768). H200, 2026-11-30: 4.4 ms at n = 1e6 and 110 ms at 1e8 with 5 levels, 4.8
+#: and 124 ms with 4, 7.2 ms at 1e6 with none.
+SOLVED = {False: 4, True: 5}
 
 
 def _take(x: jax.Array, i: jax.Array) -> jax.Array:
     return x.at[i].get(mode="promise_in_bounds")  # indices are clipped by the callers
 
 
-#: Tiers of merge levels, ``(first level, ways of the searches)``: each tier is one loop
-#: body (compiled once) with one slot per pair of chunks at its first level (n /
-#: 2^(l0 + 1)), so later levels of a tier waste the slots of pairs they no longer
-#: have. CPU meshes: two tiers of binary searches, the least work and the smallest
-#: program (~0.9 s to compile on CPU at n = 32,768). Accelerators: a loop round costs
-#: them ~45 us (H200), so wider searches in shorter tiers, keeping
-#: slots x ways^2 below ~n / 2 (on an H200: 17 ms at n = 1e6 with three tiers
-#: against 109 ms for the binary ones; the 1e8 case needed the shorter tiers).
-_NARROW = ((0, 2), (4, 2))
-_WIDE = ((0, 2), (4, 4), (8, 8), (12, 16), (16, 32))
+#: Tiers of merge levels, ``(first level, ways of the searches)``, the first one
+#: starting after the :data:`SOLVED` levels: each tier is one loop body (compiled
+#: once) with one slot per pair of chunks at its first level (n / 2^(l0 + 1)), so
+#: later levels of a tier waste the slots of pairs they no longer have. CPU meshes:
+#: one tier of binary searches, the least work and the smallest program.
+#: Accelerators: wider searches in shorter tiers (a loop round costs a GPU more than
+#: its probes), keeping slots x ways^2 below ~n / 2, in loops of fixed trip counts
+#: (those of the tier's last level): a loop whose trip count XLA knows runs without a
+#: round trip to the host per round. On an H200 at n = 1e6: 32.7 ms with the trip
+#: counts of each level, 23.6 ms with fixed ones (both before :data:`SOLVED`, with
+#: prefix sums of sqrt(n) sequential steps).
+_NARROW = ((0, 2),)
+_WIDE = ((0, 4), (8, 8), (12, 16), (16, 32))
 
 
 def _device_pav_row(
-    y: jax.Array, w: jax.Array, *, wide: bool = False, prefix: Callable | None = None
+    y: jax.Array,
+    w: jax.Array,
+    *,
+    wide: bool = False,
+    solved: int | None = None,
 ) -> jax.Array:
     """Nondecreasing weighted PAV fit of one row ``y [n]`` (weights ``w > 0``), in XLA.
 
@@ -202,13 +215,13 @@ def _device_pav_row(
     carried from level to level. ``log2(n)`` levels of ``O(n)`` gathers each,
     ``O((l / log2(ways))^2)`` search rounds per level ``l``: no data-dependent round
     count (a round-based PAV took 1000 rounds on CORP data at n = 1e6 and O(n) on
-    adversarial ones). ``prefix`` computes the prefix sums (:func:`_dd_prefix` by
-    default).
+    adversarial ones). The first ``solved`` levels (:data:`SOLVED` by default) are
+    solved at once, without a loop (:func:`_solve_chunks`).
     """
     n = y.shape[-1]
     index_dtype = jnp.int32
     sums = jnp.stack([w * y, w], axis=-1)  # [n, 2]
-    hi, lo = (prefix or _dd_prefix)(sums)
+    hi, lo = _dd_prefix(sums)
     zero = jnp.zeros((1, 2), y.dtype)
     prefix = jnp.concatenate(
         [jnp.concatenate([zero, hi]), jnp.concatenate([zero, lo])], axis=-1
@@ -227,7 +240,9 @@ def _device_pav_row(
     def clip(i: jax.Array) -> jax.Array:
         return jnp.clip(i, 0, last_index)
 
-    def level_body(level: jax.Array, carry: tuple, slots: int, ways: int) -> tuple:
+    def level_body(
+        level: jax.Array, carry: tuple, slots: int, ways: int, fixed: int = 0
+    ) -> tuple:
         first, last, block_mean = carry  # block_mean[i]: the mean of i's block
         h = jnp.left_shift(jnp.asarray(1, index_dtype), level)
         ls = jnp.minimum(jnp.arange(slots, dtype=index_dtype) * (2 * h), n)
@@ -235,8 +250,10 @@ def _device_pav_row(
         re = jnp.minimum(ls + 2 * h, n)
         rc = clip(rs)
         need = (rs < re) & (_take(block_mean, clip(rc - 1)) > _take(block_mean, rc))
-        # a search over 2^level positions takes ceil((level + 1) / log2(ways)) rounds
-        rounds = (level + ways.bit_length() - 1) // (ways.bit_length() - 1)
+        # a search over 2^level positions takes ceil((level + 1) / log2(ways)) rounds;
+        # static: those of the tier's last level, a loop of known trip count
+        bits = ways.bit_length() - 1
+        rounds = fixed or (level + bits) // bits
 
         def pooled_end(j: jax.Array, rs: jax.Array, re: jax.Array) -> jax.Array:
             """End of R's prefix pooled with L's suffix from ``j`` (R = [rs, re))."""
@@ -274,16 +291,65 @@ def _device_pav_row(
         )
 
     num_levels = last_index.bit_length()
-    tiers = [t for t in (_WIDE if wide else _NARROW) if t[0] < max(num_levels, 1)]
-    ends = [t[0] for t in tiers[1:]] + [num_levels]
     carry = (idx, idx + 1, y)
+    start = min(SOLVED[wide] if solved is None else solved, num_levels)
+    if start:
+        carry = _solve_chunks(prefix, n, start)
+    table = _WIDE if wide else _NARROW
+    ways = [w for l0, w in table if l0 <= start] or [table[0][1]]  # the tier of start
+    tiers = [(start, ways[-1])] * (start < num_levels)
+    tiers += [t for t in table if start < t[0] < num_levels]
+    ends = [t[0] for t in tiers[1:]] + [num_levels] * bool(tiers)
     for (l0, ways), l1 in zip(tiers, ends, strict=True):
         slots = -(-n // (2 << l0))
         body = functools.partial(level_body, slots=slots, ways=ways)
+        if wide:
+            bits = ways.bit_length() - 1
+            body = functools.partial(body, fixed=(l1 + bits - 1) // bits)
         carry = jax.lax.fori_loop(l0, l1, body, carry)
     fit = carry[2]
     valid = jnp.all(w > 0)  # invalid weights (rejected or NaN upstream): NaN, as the host
     return jnp.where(valid, fit, jnp.asarray(jnp.nan, fit.dtype))
+
+
+#: Range means held at once by :func:`_solve_chunks` (``chunks x c x c``, 64 MB in
+#: float32): beyond it the chunks are solved in groups, one after the other.
+SOLVE_GROUP = 1 << 24
+
+
+def _solve_chunks(prefix: jax.Array, n: int, levels: int) -> tuple:
+    """The PAV of every chunk of ``c = 2^levels`` observations at once, by the min-max
+    formula ``fit_i = max_{j <= i} min_{k >= i} mean(y[j..k])`` (Barlow et al. 1972)
+    over the ``c x c`` range means of each chunk: no loop (``c`` values of work per
+    observation; groups of chunks in a loop where more than :data:`SOLVE_GROUP` means
+    would be held at once). Returns the carry of :func:`_device_pav_row` at level
+    ``levels``: ``(first, last, block_mean)``, blocks being the runs of equal fits."""
+    c = 1 << levels
+    m = -(-n // c)
+    groups = -(-m * c * c // SOLVE_GROUP)
+    rows = -(-m // groups)
+    t = jnp.arange(c)
+    upper = t[:, None] <= t[None, :]  # j <= k
+
+    def solve(pos: jax.Array) -> tuple:  # pos [rows, c]: the chunks' positions
+        pj = _take(prefix, jnp.minimum(pos, n))[:, :, None, :]  # the sums before j
+        pk = _take(prefix, jnp.minimum(pos + 1, n))[:, None, :, :]  # ... up to k
+        s, e = two_sum(pk[..., :2], -pj[..., :2])
+        total = s + (e + (pk[..., 2:] - pj[..., 2:]))
+        mean = total[..., 0] / total[..., 1]
+        mean = jnp.where(upper & (pos < n)[:, None, :], mean, jnp.inf)
+        low = jax.lax.cummin(mean, axis=2, reverse=True)  # [chunk, j, i]: min, k >= i
+        fit = jnp.max(jnp.where(upper, low, -jnp.inf), axis=1)  # max over j <= i
+        r = pos.shape[0]
+        new = jnp.concatenate([jnp.ones((r, 1), bool), fit[:, 1:] != fit[:, :-1]], axis=1)
+        end = jnp.concatenate([new[:, 1:], jnp.ones((r, 1), bool)], axis=1) | (pos == n - 1)
+        first = jax.lax.cummax(jnp.where(new, pos, 0), axis=1)
+        last = jax.lax.cummin(jnp.where(end, pos + 1, n), axis=1, reverse=True)
+        return first, last, fit
+
+    pos = jnp.arange(groups * rows * c, dtype=jnp.int32).reshape(groups, rows, c)
+    out = solve(pos[0]) if groups == 1 else jax.lax.map(solve, pos)
+    return tuple(v.reshape(-1)[:n] for v in out)
 
 
 def _search(below, above, holds, rounds, ways: int):
@@ -333,12 +399,9 @@ def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.
         return y.astype(dtype)
     sign = 1 if increasing else -1  # a nonincreasing fit is -(fit of -y)
     rows = y.reshape(-1, y.shape[-1])
-    # accelerators: searches of 2 to 32 ways (fewer loop rounds) and, from PARALLEL_PREFIX
-    # values on, a parallel prefix sum; CPU meshes: binary searches, the least work
-    parallel = y.shape[-1] >= PARALLEL_PREFIX
-    row = functools.partial(
-        _device_pav_row, wide=True, prefix=_dd_prefix_parallel if parallel else None
-    )
+    # accelerators: searches of 2 to 32 ways in loops of fixed trip counts (fewer,
+    # cheaper rounds); CPU meshes: binary searches, the least work
+    row = functools.partial(_device_pav_row, wide=True)
     fit = by_platform(
         sign * rows,
         w.reshape(rows.shape),
