@@ -399,7 +399,7 @@ def device_isotonic(y: jax.Array, w: jax.Array, increasing: bool = True) -> jax.
         return y.astype(dtype)
     sign = 1 if increasing else -1  # a nonincreasing fit is -(fit of -y)
     rows = y.reshape(-1, y.shape[-1])
-    # accelerators: searches of 2 to 32 ways in loops of fixed trip counts (fewer,
+    # accelerators: searches of 4 to 32 ways in loops of fixed trip counts (fewer,
     # cheaper rounds); CPU meshes: binary searches, the least work
     row = functools.partial(_device_pav_row, wide=True)
     fit = by_platform(
