@@ -343,13 +343,20 @@ def test_host_predicates_equal_the_compiled_predicates(kind):
                 validation._PREDICATES[name](jnp.asarray(empty), *params))
 
 
+def _on_cpu(x: np.ndarray) -> jax.Array:
+    """A JAX array in host memory (on the CPU device), whatever the default backend."""
+    return jax.device_put(x, jax.devices("cpu")[0])
+
+
 def test_host_checks_are_wired_like_the_compiled_pass(rng):
     # several checks of both array kinds in one pass: the same flags, in the same order
+    # (JAX arrays in host memory: on a GPU jnp.asarray would put them on the device,
+    # which the host checks leave to the compiled pass)
     x = rng.uniform(size=(3, 4)).astype(np.float32)
     checks = [
         validation._Check("unit", "p", (x,), (), "values"),
-        validation._Check("less_equal", "lo", (jnp.asarray(x), x - 1), (), "values"),
-        validation._Check("positive", "scale", (jnp.asarray(x - 0.5),), (), "values"),
+        validation._Check("less_equal", "lo", (_on_cpu(x), x - 1), (), "values"),
+        validation._Check("positive", "scale", (_on_cpu(x - 0.5),), (), "values"),
         validation._Check("class_range", "y", (np.array([0, 2, 1]),), (3,), "labels"),
         validation._Check("sorted", "edges", (np.array([0.0, 0.5, 0.5, 1.0]),), (True,), "values"),
     ]
@@ -390,7 +397,7 @@ def test_checks_of_new_shapes_compile_nothing(rng):
     def run():
         for n in range(200, 230):
             validation.record("unit", "p", rng.uniform(size=n).astype(np.float32))
-            validation.record("finite", "loc", jax.device_put(rng.normal(size=n).astype(np.float32)))
+            validation.record("finite", "loc", _on_cpu(rng.normal(size=n).astype(np.float32)))
 
     assert compilations_during(run) == 0
     with pytest.raises(ValueError, match="p must lie in \\[0, 1\\]"):
