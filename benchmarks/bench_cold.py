@@ -43,6 +43,7 @@ size limit (issue "One library": at most 0.5 s each).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -925,6 +926,10 @@ def run_sessions(modes: tuple[str, ...]) -> dict:
                 ),
                 flush=True,
             )
+        if not peers_installed():
+            print(f"  session peers: skipped ({PEERS_MISSING})", flush=True)
+            out["peer"], out["checked"] = None, []
+            return out
         out["peer"] = r = _spawn("session", "peer", "--values", peer_path)
         print(
             f"  session peers: import {r['import_s']:.2f} s, "
@@ -936,11 +941,27 @@ def run_sessions(modes: tuple[str, ...]) -> dict:
     return out
 
 
+#: Why the first session has no peer beside it, where its peers are missing (the
+#: GPU machines have no uncertainty-toolbox: the session ran there and crashed).
+PEERS_MISSING = "uncertainty-toolbox or scikit-learn is not installed: the bench extra has them"
+
+
+def peers_installed() -> bool:
+    """Whether the peer session's packages are importable."""
+    return all(importlib.util.find_spec(m) for m in ("uncertainty_toolbox", "sklearn"))
+
+
 def _versions() -> str:
     from importlib import metadata
 
     names = ("jax", "numpy", "scipy", "scikit-learn", "uncertainty-toolbox")
-    parts = [f"{n} {metadata.version(n)}" for n in names]
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    parts = [f"{n} {version(n)}" for n in names]
     return f"Python {platform.python_version()}, " + ", ".join(parts)
 
 
@@ -1000,29 +1021,35 @@ def markdown(
             "scikit-learn (`calibration_curve`, `brier_score_loss`, `log_loss`, "
             "`LogisticRegression` for Platt, `IsotonicRegression` for both isotonic "
             "maps), scipy (`norm.cdf` for the PIT) and numpy (CRPS, sigma scaling). "
-            f"Checked equal: {', '.join(sessions['checked'])}.",
+            f"Checked equal: {', '.join(sessions['checked'])}."
+            if peer
+            else f"No peer session: {PEERS_MISSING}.",
             "",
             "| session | import (s) | first, N=1e4 (s) | compiles | import + first (s) "
             "| new N=10,007 (s) | compiles | again, N=1e4 (ms) | speed ratio, first "
             "| speed ratio, import + first |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
-        peer_total = peer["import_s"] + peer["first"]["s"]
+        peer_total = peer["import_s"] + peer["first"]["s"] if peer else None
         for mode in session_modes:
             r = sessions[mode]
             total = r["import_s"] + r["first"]["s"]
-            ratio = peer["first"]["s"] / r["first"]["s"]
+            ratios = "- | -"
+            if peer:
+                ratio = peer["first"]["s"] / r["first"]["s"]
+                ratios = f"{ratio:.3f}x | {peer_total / total:.3f}x"
             lines.append(
                 f"| bayescal, {MODE_TITLE[mode]} | {r['import_s']:.2f} "
                 f"| {r['first']['s']:.2f} | {r['first']['compiles']} | {total:.2f} "
                 f"| {r['new_n']['s']:.2f} | {r['new_n']['compiles']} "
-                f"| {_ms(r['again']['s'])} | {ratio:.3f}x | {peer_total / total:.3f}x |"
+                f"| {_ms(r['again']['s'])} | {ratios} |"
             )
-        lines.append(
-            f"| uncertainty-toolbox + scikit-learn + scipy | {peer['import_s']:.2f} "
-            f"| {peer['first']['s']:.2f} | - | {peer_total:.2f} | {peer['new_n']['s']:.2f} "
-            f"| - | {_ms(peer['again']['s'])} | 1x | 1x |"
-        )
+        if peer:
+            lines.append(
+                f"| uncertainty-toolbox + scikit-learn + scipy | {peer['import_s']:.2f} "
+                f"| {peer['first']['s']:.2f} | - | {peer_total:.2f} "
+                f"| {peer['new_n']['s']:.2f} | - | {_ms(peer['again']['s'])} | 1x | 1x |"
+            )
         lines.append("")
     # --- per function ---
     order = sorted(funcs, key=lambda k: -funcs[k]["none"]["first"]["s"])
@@ -1139,7 +1166,7 @@ def main(quick: bool = False, markdown_path: str | None = None) -> list[dict]:
     print(f"\n[cold start] took {time.perf_counter() - t_start:.0f} s", flush=True)
     peer = sessions["peer"]
     rows = []
-    for mode in session_modes:
+    for mode in session_modes if peer else ():  # rows compare with the peers
         r = sessions[mode]
         rows.append(
             {

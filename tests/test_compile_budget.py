@@ -134,3 +134,26 @@ def test_row_names_hold_no_comma():
     # bench_cold passes the rows to its worker joined by commas: a comma in a name
     # split it into two unknown rows and stopped `make bench`
     assert not [name for name in bc.cases() if "," in name]
+
+
+def test_first_session_without_its_peers(monkeypatch):
+    # Where uncertainty-toolbox or scikit-learn is missing (the GPU machines), the
+    # first session runs without its peer beside it instead of crashing (it did on
+    # an H200), and the markdown says why there is no ratio.
+    run = {"s": 1.0, "compiles": 3}
+    spawned = []
+
+    def spawn(*args):
+        spawned.append(args[:2])
+        return {"import_s": 0.5, "first": run, "new_n": run, "again": run}
+
+    monkeypatch.setattr(bc, "_spawn", spawn)
+    monkeypatch.setattr(bc, "peers_installed", lambda: False)
+    sessions = bc.run_sessions(("none",))
+    assert spawned == [("session", "bayescal")]
+    assert sessions["peer"] is None and sessions["checked"] == []
+    first = {"s": 0.5, "compiles": 1, "compile_s": 0.3}
+    row = {"first": first, "new_n": {"s": 0.01, "compiles": 0}, "warm_s": 1e-3, "cache": "-"}
+    text = bc.markdown({"brier_score": {"none": row}}, sessions, ("none",), ("none",), [])
+    assert f"No peer session: {bc.PEERS_MISSING}." in text
+    assert "| bayescal, " in text and "uncertainty-toolbox + scikit-learn" not in text
