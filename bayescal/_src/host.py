@@ -44,6 +44,7 @@ from bayescal._src import backend as _backend
 from bayescal._src import kernel_calibration as _kc
 from bayescal._src import newton
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.interp import interpolate
 from bayescal._src.reduce import reduce_scores
 from bayescal._src.validation import host_resident
 
@@ -270,16 +271,8 @@ def _reduce(scores: np.ndarray, w: np.ndarray | None, reduction: str, dtype: Any
 # their first calls still compiled (~90 ms of a first session's ~0.8 s). Here the
 # same host steps run directly, with the kernels' arithmetic.
 def _interp(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
-    """:func:`bayescal._src.interp.interp` in NumPy, operation for operation."""
-    n = xp.size
-    i = np.clip(np.searchsorted(xp, x, side="right"), 1, n - 1)
-    x0, x1 = xp[i - 1], xp[i]
-    f0, f1 = fp[i - 1], fp[i]
-    dx = x1 - x0
-    t = np.where(dx > 0, (x - x0) / np.where(dx > 0, dx, 1), 1).astype(x.dtype)
-    out = f0 + np.clip(t, 0, 1) * (f1 - f0)
-    out = np.where(x < xp[0], fp[0], out)
-    return np.where(x >= xp[-1], fp[-1], out)
+    """:func:`bayescal._src.interp.interpolate` in NumPy (the kernels' own code)."""
+    return interpolate(x, xp, fp, np)
 
 
 def _knots(*arrays: Any, dtype: Any = None) -> list[np.ndarray] | None:
