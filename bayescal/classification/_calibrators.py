@@ -55,12 +55,11 @@ from bayescal.classification._host import (
     _edges,
     _eps_ok,
     _logistic_one,
-    _softmax_rows,
     _weighted_quantiles,
     beta_map,
     logistic_rows,
+    logit_probabilities,
     platt_map,
-    sigmoid,
 )
 from bayescal.classification._host import _logit as _host_logit
 from bayescal.classification._host import _platt_map as _host_platt_map
@@ -179,7 +178,7 @@ def _beta_apply(params, p, *, eps: float | None):
 @newton.fast_jit
 def _temperature_apply(temperature, z):
     scaled = (z / temperature.astype(z.dtype)).astype(z.dtype)
-    return jax.nn.sigmoid(scaled) if z.ndim == 1 else jax.nn.softmax(scaled, axis=-1)
+    return logit_probabilities(scaled, jnp)
 
 
 # --------------------------------------------------------------------------- solver
@@ -485,9 +484,7 @@ def _twin_temperature_apply(calibrator: Any, logits: Any) -> jax.Array | None:
     if not (_normal(z.reshape(-1)) and _normal(t.reshape(1), _limits(t.dtype).tiny)):
         return None
     scaled = (z / t.astype(dt)).astype(np.float64)  # in the dtype, as the kernel
-    if z.ndim == 2:
-        return _device(_softmax_rows(scaled, dt))
-    return _device(_flushed(sigmoid(scaled).astype(dt)))
+    return _device(_flushed(logit_probabilities(scaled).astype(dt)))
 
 
 def _twin_beta_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:

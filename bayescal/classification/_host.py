@@ -232,6 +232,23 @@ def sigmoid(x: Any, xp: Any = np) -> Any:
     return np.where(x >= 0, 1, e) / (1 + e)
 
 
+def softmax(eta: Any, xp: Any = np) -> Any:
+    """``softmax`` over the last axis, for the host twins (NumPy) and the kernels that
+    share their arithmetic (``xp=jax.numpy``: ``jax.nn.softmax``, the same
+    ``exp(eta - max) / sum``, with a derivative that stays finite at -inf)."""
+    if xp is not np:
+        return jax.nn.softmax(eta, axis=-1)
+    e = np.exp(eta - eta.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def logit_probabilities(eta: Any, xp: Any = np) -> Any:
+    """Probabilities from logits, once for both paths: :func:`sigmoid` of 1-D
+    (binary) logits, :func:`softmax` over the classes of ``[N, C]`` ones (temperature
+    scaling's map after ``z / T``; vector and matrix scaling take the softmax)."""
+    return sigmoid(eta, xp) if eta.ndim == 1 else softmax(eta, xp)
+
+
 def _times(coef: Any, x: Any, xp: Any = np) -> Any:
     """``coef * x`` with 0 * inf = 0 (a dropped feature stays dropped at p = 0 or 1)."""
     return xp.where(coef == 0, 0, coef * x)
@@ -375,7 +392,6 @@ def _class_labels(y_true: Any, n: int, k: int) -> np.ndarray | None:
 
 def _softmax_rows(eta: np.ndarray, dtype: Any) -> np.ndarray:
     """``softmax(eta)`` over the last axis (float64 inside) in ``dtype``, flushed."""
-    e = np.exp(eta - eta.max(axis=-1, keepdims=True))
-    return _flushed((e / e.sum(axis=-1, keepdims=True)).astype(dtype))
+    return _flushed(softmax(eta).astype(dtype))
 
 

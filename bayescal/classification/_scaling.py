@@ -45,6 +45,7 @@ from bayescal.classification._host import (
     _class_labels,
     _eps_ok,
     _softmax_rows,
+    softmax,
 )
 from bayescal.classification._inputs import check_eps, multiclass_inputs
 
@@ -227,12 +228,12 @@ def _warn(name: str, converged: Any) -> None:
 def _vector_apply(params, z):
     coef, intercept = params
     eta = z * coef.astype(z.dtype) + intercept.astype(z.dtype)
-    return jax.nn.softmax(eta, axis=-1).astype(z.dtype)
+    return softmax(eta, jnp).astype(z.dtype)
 
 
 def _matrix_map(coef, intercept, x):
     eta = jnp.dot(x, coef.astype(x.dtype).T, precision=_HIGHEST) + intercept.astype(x.dtype)
-    return jax.nn.softmax(eta, axis=-1).astype(x.dtype)
+    return softmax(eta, jnp).astype(x.dtype)
 
 
 # --------------------------------------------------------------------------- host twins
