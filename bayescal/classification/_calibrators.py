@@ -24,7 +24,6 @@ from bayescal._src import newton
 from bayescal._src import newton as _newton
 from bayescal._src import validation as _v
 from bayescal._src.binned import jeffreys_means, weighted_quantile_edges
-from bayescal._src.binning import bin_index
 from bayescal._src.bucketing import bucket_size, pad_axis
 from bayescal._src.host import (
     _BAD,
@@ -57,6 +56,7 @@ from bayescal.classification._host import (
     _logistic_one,
     _weighted_quantiles,
     beta_map,
+    histogram_map,
     logistic_rows,
     logit_probabilities,
     platt_map,
@@ -157,7 +157,7 @@ def _isotonic_apply(thresholds, values, s):
 
 @jax.jit
 def _histogram_apply(edges, values, p):
-    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype))]
+    return histogram_map(edges, values, p, jnp)
 
 
 @newton.fast_jit
@@ -307,8 +307,7 @@ def _twin_histogram_apply(calibrator: Any, y_prob: Any) -> jax.Array | None:
     e = edges.astype(p.dtype)
     if not (e[1:] >= e[:-1]).all():
         return None
-    k = np.clip(np.searchsorted(e, p, side="right") - 1, 0, values.size - 1)
-    return _device(values.astype(p.dtype)[k])
+    return _device(histogram_map(e, values, p))
 
 
 def _twin_fit_platt(

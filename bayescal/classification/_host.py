@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from bayescal._src import newton as _newton
+from bayescal._src.binning import bin_index
 from bayescal._src.host import (
     _BAD,
     HOST_MAX,
@@ -247,6 +248,13 @@ def logit_probabilities(eta: Any, xp: Any = np) -> Any:
     (binary) logits, :func:`softmax` over the classes of ``[N, C]`` ones (temperature
     scaling's map after ``z / T``; vector and matrix scaling take the softmax)."""
     return sigmoid(eta, xp) if eta.ndim == 1 else softmax(eta, xp)
+
+
+def histogram_map(edges: Any, values: Any, p: Any, xp: Any = np) -> Any:
+    """Histogram binning's map: the value of the bin ``[e_k, e_{k+1})`` holding each
+    probability (``binning.bin_index``), once for both paths:
+    ``HistogramBinningCalibrator.__call__`` (``xp=jax.numpy``) and its host twin."""
+    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype), xp)]
 
 
 def _times(coef: Any, x: Any, xp: Any = np) -> Any:
