@@ -37,13 +37,20 @@ from bayescal.classification._inputs import binary_inputs, check_eps
 __all__ = ["ScalingBinningCalibrator", "fit_scaling_binning"]
 
 
+def bin_value(edges: Any, values: Any, g: Any, xp: Any = np) -> Any:
+    """The value of the bin ``(e_{k-1}, e_k]`` holding each ``g`` (the first bin also
+    holds ``e_0``), once for both paths: the kernel (``xp=jax.numpy``) and the host
+    twin (NumPy)."""
+    method = {"method": "compare_all"} if xp is jnp else {}
+    # side="left": g == e_k lands in bin k - 1 (Kumar et al.'s bisect_left)
+    k = xp.searchsorted(edges[1:-1].astype(g.dtype), g, side="left", **method)
+    return values.astype(g.dtype)[k]
+
+
 def _scaling_binning_map(a, b, edges, values, p, *, eps):
     """Platt's map ``g(p)``, then the value of the bin ``(e_{k-1}, e_k]`` holding it."""
     g = _platt_map(a, b, p, use_logit=True, eps=eps)
-    inner = edges[1:-1].astype(g.dtype)
-    # side="left": g == e_k lands in bin k - 1 (Kumar et al.'s bisect_left)
-    k = jnp.searchsorted(inner, g, side="left", method="compare_all")
-    return values.astype(p.dtype)[k]
+    return bin_value(edges, values, g, jnp)
 
 
 @functools.partial(newton.fast_jit, static_argnames=("eps",))
@@ -126,9 +133,7 @@ def _twin_scaling_binning_apply(calibrator: Any, y_prob: Any) -> jax.Array | Non
     f = _host_logit(p, calibrator.eps)
     if f is None or not _normal(f):
         return None
-    g = _host_platt_map(a, b, f, p.dtype)
-    k = np.searchsorted(edges[1:-1].astype(p.dtype), g, side="left")
-    return _device(values.astype(p.dtype)[k])
+    return _device(bin_value(edges, values, _host_platt_map(a, b, f, p.dtype)))
 
 
 @pytree_dataclass(data=("a", "b", "edges", "values"), meta=("eps",))
