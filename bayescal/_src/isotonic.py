@@ -12,8 +12,8 @@ devices' threads wait in an all-reduce rendezvous that aborts the process after 
 and on accelerators (no device -> host -> device round trip; on an H200 it beats
 scipy's PAV on a CPU from n ~ 1e6: 4.4 ms against 16 ms there, docs/gpu.md), the fit
 runs in XLA (:func:`device_isotonic`): chunks of 16 or 32 observations solved at once,
-then a divide-and-conquer PAV that merges the solved halves of chunks of 32, 64, ...
-observations (:func:`_device_pav_row`), exact up to rounding (block means from
+then a divide-and-conquer PAV that merges solved neighbours into chunks twice as long,
+level by level (:func:`_device_pav_row`), exact up to rounding (block means from
 compensated prefix sums). A custom JVP gives exact
 O(n) derivatives: the fit is constant on blocks, each block value being the weighted
 mean of its observations, so
@@ -296,8 +296,8 @@ def _device_pav_row(
     if start:
         carry = _solve_chunks(prefix, n, start)
     table = _WIDE if wide else _NARROW
-    ways = [w for l0, w in table if l0 <= start] or [table[0][1]]  # the tier of start
-    tiers = [(start, ways[-1])] * (start < num_levels)
+    at_start = [v for l0, v in table if l0 <= start] or [table[0][1]]  # its tier's ways
+    tiers = [(start, at_start[-1])] * (start < num_levels)
     tiers += [t for t in table if start < t[0] < num_levels]
     ends = [t[0] for t in tiers[1:]] + [num_levels] * bool(tiers)
     for (l0, ways), l1 in zip(tiers, ends, strict=True):
