@@ -137,7 +137,13 @@ PYTEST_N = $(PY) -m pytest -n $(JOBS) --dist loadfile -q $(FAST)
 # (tests/conftest.py: optimized). Each option is probed first: an XLA that does not know one (jax 0.12
 # dropped the emitter switch) aborts at start-up on it, so it is left out there.
 QUICK_XLA := --xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false
-TEST_XLA_FLAGS = $(strip $(XLA_FLAGS) $(shell for f in $(QUICK_XLA); do \
+# On a loaded machine XLA aborts a CPU mesh's program when one device's thread reaches
+# a collective more than 60 s (a 20 s warning, then 40 s) after the others: in a
+# make test of 2026-11-30 (load ~4 on the 2 cores) tests/test_fuzz_sharded.py's
+# 8-device subprocess died so in fit_scaling_binning (6.5 s alone) and took the 12
+# entries after it along. Wait 10 minutes instead (jax >= ~0.8 knows the flag).
+SLOW_MACHINE_XLA := --xla_cpu_collective_call_terminate_timeout_seconds=600
+TEST_XLA_FLAGS = $(strip $(XLA_FLAGS) $(shell for f in $(QUICK_XLA) $(SLOW_MACHINE_XLA); do \
 	XLA_FLAGS=$$f $(PY) -c 'import jax.numpy as n; n.zeros(1).block_until_ready()' \
 	>/dev/null 2>&1 && echo $$f; done))
 PYTEST_FAST = XLA_FLAGS="$(TEST_XLA_FLAGS)" $(PYTEST_N)
