@@ -71,18 +71,21 @@ def _count_dtype():
     return jax.dtypes.canonicalize_dtype(int)  # int32, or int64 under x64
 
 
-def bin_index(x: jax.Array, edges: jax.Array, xp: Any = jnp) -> jax.Array:
+def bin_index(
+    x: jax.Array, edges: jax.Array, xp: Any = jnp, side: Literal["left", "right"] = "right"
+) -> jax.Array:
     """Index ``k`` of the bin ``[e_k, e_{k+1})`` holding each ``x`` (last bin closed).
 
     ``edges`` are ``K + 1`` nondecreasing values; values below ``e_0`` go to bin 0 and
     values above ``e_K`` to bin ``K - 1`` (callers validate ranges beforehand).
-    Repeated edges give empty bins. ``xp``: ``jax.numpy`` (the kernels) or ``numpy``
-    (the host twins), the same search.
+    Repeated edges give empty bins. ``side="left"``: the bins ``(e_k, e_{k+1}]``
+    instead, the first one closed (scaling-binning's, Kumar et al.'s bisect_left).
+    ``xp``: ``jax.numpy`` (the kernels) or ``numpy`` (the host twins), the same search.
     """
     num_bins = edges.shape[-1] - 1
     # side="right": x == e_k lands in bin k; x == e_K lands in bin K -> clipped to K-1.
     method = {"method": "compare_all"} if xp is jnp else {}
-    idx = xp.searchsorted(edges, x, side="right", **method) - 1
+    idx = xp.searchsorted(edges, x, side=side, **method) - 1
     return xp.clip(idx, 0, num_bins - 1).astype(xp.int32)
 
 

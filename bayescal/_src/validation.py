@@ -275,8 +275,8 @@ def slice_without_program(x: Any, index: Any) -> Any:
     call's per-observation result would compile one. A numpy array or a JAX array on
     one device is sliced on the host instead and put back on its device (a view on a
     CPU; one transfer each way on an accelerator, on an H200 ~8 ms per 10 MB to the
-    host and ~1.5 ms back, where a compilation costs ~0.1 s). Arrays sharded over several devices are sliced where
-    they are (never gathered).
+    host and ~1.5 ms back, where a compilation costs ~0.1 s). Arrays sharded over
+    several devices are sliced where they are (never gathered).
     """
     if isinstance(x, np.ndarray):
         return jax.device_put(x[index])

@@ -250,11 +250,12 @@ def logit_probabilities(eta: Any, xp: Any = np) -> Any:
     return sigmoid(eta, xp) if eta.ndim == 1 else softmax(eta, xp)
 
 
-def histogram_map(edges: Any, values: Any, p: Any, xp: Any = np) -> Any:
+def histogram_map(edges: Any, values: Any, p: Any, xp: Any = np, side: Any = "right") -> Any:
     """Histogram binning's map: the value of the bin ``[e_k, e_{k+1})`` holding each
-    probability (``binning.bin_index``), once for both paths:
-    ``HistogramBinningCalibrator.__call__`` (``xp=jax.numpy``) and its host twin."""
-    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype), xp)]
+    probability (``binning.bin_index``; ``side="left"``: ``(e_k, e_{k+1}]``, as
+    scaling-binning bins), once for both paths: the calibrators' ``__call__``
+    (``xp=jax.numpy``) and their host twins."""
+    return values.astype(p.dtype)[bin_index(p, edges.astype(p.dtype), xp, side)]
 
 
 def _times(coef: Any, x: Any, xp: Any = np) -> Any:

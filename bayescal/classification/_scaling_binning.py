@@ -29,7 +29,13 @@ from bayescal.classification._calibrators import (
     _scores,
     _warn_not_converged,
 )
-from bayescal.classification._host import _MAX_BINS, _binary_logits, _eps_ok, _logistic_one
+from bayescal.classification._host import (
+    _MAX_BINS,
+    _binary_logits,
+    _eps_ok,
+    _logistic_one,
+    histogram_map,
+)
 from bayescal.classification._host import _logit as _host_logit
 from bayescal.classification._host import _platt_map as _host_platt_map
 from bayescal.classification._inputs import binary_inputs, check_eps
@@ -37,20 +43,10 @@ from bayescal.classification._inputs import binary_inputs, check_eps
 __all__ = ["ScalingBinningCalibrator", "fit_scaling_binning"]
 
 
-def bin_value(edges: Any, values: Any, g: Any, xp: Any = np) -> Any:
-    """The value of the bin ``(e_{k-1}, e_k]`` holding each ``g`` (the first bin also
-    holds ``e_0``), once for both paths: the kernel (``xp=jax.numpy``) and the host
-    twin (NumPy)."""
-    method = {"method": "compare_all"} if xp is jnp else {}
-    # side="left": g == e_k lands in bin k - 1 (Kumar et al.'s bisect_left)
-    k = xp.searchsorted(edges[1:-1].astype(g.dtype), g, side="left", **method)
-    return values.astype(g.dtype)[k]
-
-
 def _scaling_binning_map(a, b, edges, values, p, *, eps):
     """Platt's map ``g(p)``, then the value of the bin ``(e_{k-1}, e_k]`` holding it."""
     g = _platt_map(a, b, p, use_logit=True, eps=eps)
-    return bin_value(edges, values, g, jnp)
+    return histogram_map(edges, values, g, jnp, side="left")
 
 
 @functools.partial(newton.fast_jit, static_argnames=("eps",))
@@ -133,7 +129,8 @@ def _twin_scaling_binning_apply(calibrator: Any, y_prob: Any) -> jax.Array | Non
     f = _host_logit(p, calibrator.eps)
     if f is None or not _normal(f):
         return None
-    return _device(bin_value(edges, values, _host_platt_map(a, b, f, p.dtype)))
+    g = _host_platt_map(a, b, f, p.dtype)
+    return _device(histogram_map(edges, values, g, side="left"))
 
 
 @pytree_dataclass(data=("a", "b", "edges", "values"), meta=("eps",))
