@@ -18,6 +18,9 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_fuzz import TABLE  # noqa: E402
 
+#: The 8-device CPU-mesh suites run in ``make test-mesh`` (CI), not in ``make test``.
+pytestmark = pytest.mark.mesh
+
 #: Seconds without a line from the subprocess (it prints one as each entry starts and
 #: ends) that end it: a hang, not a slow machine (~1 min in all idle).
 SHARDED_STALL = 180

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bayescal import regression as reg
@@ -50,6 +50,13 @@ DT = np.float64 if X64 else np.float32
 # scores and logarithms are rounded to the dtype, the host's accumulated in float64.
 ATOL = 1e-12 if X64 else 1e-6
 NORMS = ("l1", "l2", "max")
+#: Examples per property test. Every twin also has its fixed case in
+#: ``tests/test_twins.py`` (the registry, the floor a new twin must reach); these draw
+#: sizes, ties, weights and input types around it. Each example compiles the kernel
+#: side anew wherever a bucket or static option changes, so 30 examples (the project
+#: profile) made this file 138 of the fast suite's ~1,300 worker-seconds; 10 keep
+#: hypothesis's explicit boundary cases and a few random draws.
+TWIN_EXAMPLES = settings(max_examples=10)
 
 
 class Declined(Exception):
@@ -152,6 +159,7 @@ def binary_data(draw, max_n=2000):
     return convert(y), convert(p), convert(w)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(),
     st.sampled_from([1, 2, 10, 15, 16]),
@@ -170,6 +178,7 @@ def test_ece_equals_kernel(data, bins, strategy, norm, weighted):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(),
     st.sampled_from([1, 2, 10, 15, 16]),
@@ -185,6 +194,7 @@ def test_bins_and_counts_equal_kernel(data, bins, strategy):
     np.testing.assert_array_equal(counts, curve.weight)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(max_n=300), st.sampled_from(["fd", "edges"]), st.sampled_from(NORMS))
 def test_ece_explicit_and_fd_bins_equal_kernel(data, bins, norm):
     y, p, _ = data
@@ -197,6 +207,7 @@ def test_ece_explicit_and_fd_bins_equal_kernel(data, bins, norm):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(), st.sampled_from(["mean", "sum", "none"]), st.booleans(), st.booleans()
 )
@@ -212,6 +223,7 @@ def test_brier_score_equals_kernel(data, reduction, weighted, from_logits):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(),
     st.sampled_from(["mean", "sum", "none"]),
@@ -257,6 +269,7 @@ def regression_data(draw, max_n=2000):
 ALPHAS = st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.5, 0.9])
 
 
+@TWIN_EXAMPLES
 @given(regression_data(), ALPHAS, st.booleans())
 def test_fit_conformal_equals_kernel(data, alpha, normalized):
     y, mu, scale = data
@@ -273,6 +286,7 @@ def test_fit_conformal_equals_kernel(data, alpha, normalized):
         assert_same(got, want, exact=not normalized)
 
 
+@TWIN_EXAMPLES
 @given(regression_data(), ALPHAS)
 def test_conformalized_quantile_equals_kernel(data, alpha):
     y, mu, scale = data
@@ -300,6 +314,7 @@ def test_calibrator_on_two_dimensional_and_broadcast_inputs():
         assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(), st.integers(0, 2**32 - 1))
 def test_fit_isotonic_and_its_calibrator_equal_kernel(data, seed):
     y, p, _ = data
@@ -316,6 +331,7 @@ def test_fit_isotonic_and_its_calibrator_equal_kernel(data, seed):
         assert_same(got_apply, want_apply)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(), st.sampled_from([1.0, (0.5, 2.0), (3.0, 1e-3)]))
 def test_fit_isotonic_with_a_prior_equals_kernel(data, prior):
     y, p, _ = data
@@ -325,6 +341,7 @@ def test_fit_isotonic_with_a_prior_equals_kernel(data, prior):
     np.testing.assert_array_equal(got[0].thresholds, want[0].thresholds)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(), st.integers(0, 2**32 - 1))
 def test_fit_centered_isotonic_and_its_calibrator_equal_kernel(data, seed):
     y, p, _ = data
@@ -338,6 +355,7 @@ def test_fit_centered_isotonic_and_its_calibrator_equal_kernel(data, seed):
         assert_same(got_apply, want_apply)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(max_n=300), st.integers(0, 2**32 - 1))
 def test_venn_abers_calls_equal_kernel(data, seed):
     # the host twins of VennAbersCalibrator / CrossVennAbersCalibrator calls (NumPy
@@ -383,6 +401,7 @@ def pit_data(draw, max_n=2000):
     return convert(rng.permutation(u).astype(DT))
 
 
+@TWIN_EXAMPLES
 @given(pit_data(), st.integers(0, 2**32 - 1))
 def test_isotonic_recalibrator_and_its_maps_equal_kernel(pit, seed):
     got, want, answered = both(lambda: reg.fit_isotonic_recalibrator(pit))
@@ -434,6 +453,7 @@ def normal_data(draw, max_n=1500):
     return tuple(convert(a.astype(DT)) for a in (y, loc, scale, w))
 
 
+@TWIN_EXAMPLES
 @given(normal_data())
 def test_pit_normal_equals_kernel(data):
     y, loc, scale, _ = data
@@ -442,6 +462,7 @@ def test_pit_normal_equals_kernel(data):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(normal_data(), st.sampled_from(["mean", "sum", "none"]), st.booleans())
 def test_crps_normal_equals_kernel(data, reduction, weighted):
     y, loc, scale, w = data
@@ -454,6 +475,7 @@ def test_crps_normal_equals_kernel(data, reduction, weighted):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(normal_data(), st.booleans(), st.booleans())
 def test_sigma_scaling_and_its_map_equal_kernel(data, weighted, root):
     y, loc, scale, w = data
@@ -474,6 +496,7 @@ def test_sigma_scaling_and_its_map_equal_kernel(data, weighted, root):
     assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(
     pit_data(),
     st.sampled_from([2, 5, 21, 100, 101]),
@@ -502,6 +525,7 @@ def test_pit_curves_equal_kernel(pit, num_levels, kind, norm):
         assert_same(got, want)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(),
     st.sampled_from([1, 2, 10, 15]),
@@ -586,6 +610,7 @@ def test_calibration_slope_intercept_equals_kernel(n, weighted, eps):
     assert_same_test(got, want)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(), st.sampled_from([3, 5, 10]), st.sampled_from([None, 4]))
 def test_hosmer_lemeshow_equals_kernel(data, bins, dof):
     y, p, _ = data
@@ -595,6 +620,7 @@ def test_hosmer_lemeshow_equals_kernel(data, bins, dof):
     assert_same_test(got, want)
 
 
+@TWIN_EXAMPLES
 @given(binary_data(), st.booleans())
 def test_spiegelhalter_z_equals_kernel(data, weighted):
     y, p, w = data
@@ -715,6 +741,7 @@ def test_fit_bbq_and_its_map_equal_kernel(n, weighted, estimate):
     assert_same(got_apply, want_apply)
 
 
+@TWIN_EXAMPLES
 @given(
     binary_data(),
     st.sampled_from([1, 7, "fd", "edges"]),
@@ -748,6 +775,7 @@ def test_fit_histogram_binning_and_its_map_equal_kernel(data, bins, strategy, we
             assert_same(got_apply, want_apply, exact=True)
 
 
+@TWIN_EXAMPLES
 @given(st.floats(min_value=1e-300, max_value=1e15))
 def test_lgamma_equals_math_lgamma(x):
     # fit_bbq's host scores: Stirling's series at x + 8 and the recurrence down to x

@@ -24,6 +24,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _sharded_inputs as S  # noqa: E402
 
+#: The 8-device CPU-mesh suites run in ``make test-mesh`` (CI), not in ``make test``.
+pytestmark = pytest.mark.mesh
 SUITE = "pav"
 #: Seconds without progress (no case started or finished) that end a subprocess: a
 #: hang, not a slow machine (a case takes ~5 s idle, 35 s at load 8; an abort 40 s).
