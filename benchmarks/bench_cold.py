@@ -296,6 +296,10 @@ def cases() -> dict:
             lambda d, _: R.fit_conformalized_quantile(d.y, d.lower, d.upper),
             None,
         ),
+        "fit_conformal.groups": (
+            lambda d, _: R.fit_conformal(d.y, d.loc, d.scale, groups=d.groups),
+            None,
+        ),
         "select_recalibrator": (
             lambda d, _: R.select_recalibrator(d.y, d.loc, d.scale, key=d.seed).fold_scores,
             None,

@@ -11,7 +11,8 @@ the rows below time that path against
   [0, 1], count-weighted mean gap: the same quantity),
 - crepes' ``ConformalRegressor().fit(y - mu).predict_int(mu, confidence=0.9)`` for
   split conformal (``fit_conformal(y, mu, alpha=0.1)`` then the calibrator on ``mu``:
-  both take the ``ceil((n + 1) 0.9)``-th smallest absolute residual),
+  both take the ``ceil((n + 1) 0.9)``-th smallest absolute residual), and per group
+  (Mondrian, 5 groups: ``groups=`` / crepes' ``bins=``),
 
 and against bayescal's own kernel path (``host.disabled()``: the one compiled program
 of checks and kernel, as before). Inputs are numpy float64 arrays, as a user's; every
@@ -92,6 +93,19 @@ def main(quick: bool = False) -> list[dict]:
         def crepes(mu=mu, yy=yy):
             return ConformalRegressor().fit(yy - mu).predict_int(mu, confidence=0.9)
 
+        groups = rng.integers(0, 5, size=n)
+
+        def mondrian(mu=mu, yy=yy, g=groups):
+            return fit_conformal(yy, mu, alpha=0.1, groups=g)(mu, groups=g)
+
+        def crepes_mondrian(mu=mu, yy=yy, g=groups):
+            # crepes takes int((1 - confidence)(n + 1)) in floats: 1 - 0.9 is
+            # 0.09999999999999998, one rank short where n + 1 is a multiple of 10 (a
+            # group of 1,999 here); 0.9 - 1e-12 gives it the exact rank, as bayescal's
+            return ConformalRegressor().fit(yy - mu, bins=g).predict_int(
+                mu, bins=g, confidence=0.9 - 1e-12
+            )
+
         def ece(y=y, p=p):
             return expected_calibration_error(y, p, bins=NUM_BINS)
 
@@ -127,6 +141,11 @@ def main(quick: bool = False) -> list[dict]:
                 conformal,
                 [("crepes ConformalRegressor", crepes)],
             ),
+            (
+                f"Mondrian conformal fit+apply n={tag}",
+                mondrian,
+                [("crepes ConformalRegressor bins=", crepes_mondrian)],
+            ),
         ]
         for name, ours, peers in cases:
             out = ours()
@@ -136,7 +155,7 @@ def main(quick: bool = False) -> list[dict]:
                 _agree(a, np.asarray(b, np.float64), f"{name}: host vs kernel path")
             for _, peer in peers:
                 ref = peer()
-                ref = (ref[:, 0], ref[:, 1]) if peer is crepes else ref
+                ref = (ref[:, 0], ref[:, 1]) if peer in (crepes, crepes_mondrian) else ref
                 for a, b in zip(np.atleast_1d(out), np.atleast_1d(ref), strict=True):
                     _agree(a, b, f"{name}: vs {peer}")
 

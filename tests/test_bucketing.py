@@ -40,12 +40,19 @@ def _inputs(n, seed=0):
         "labels": (rng.uniform(size=n) < 0.4).astype(np.int64),
         "p": np.clip(rng.uniform(size=n), 0.01, 0.99),
         "w": rng.uniform(size=n),
+        "group": np.arange(n) % 3,  # Mondrian groups (drawn last: the rest as before)
     }
 
 
 @functools.cache
 def _recalibrator():
     return R.fit_isotonic_recalibrator(np.linspace(0.01, 0.99, 300) ** 2)
+
+
+@functools.cache
+def _mondrian():
+    d = _inputs(300, seed=5)
+    return R.fit_conformal(d["y"], d["loc"], d["scale"], groups=d["group"])
 
 
 @functools.cache
@@ -92,6 +99,31 @@ CASES = {
             y, m - s, m + s, alpha=0.5, weights=w
         ),
         ("y", "loc", "scale", "w"),
+        {},
+    ),
+    # Mondrian conformal: three groups (alpha 0.5 needs one observation in each)
+    "fit_conformal_groups": (
+        lambda y, m, s, g: R.fit_conformal(y, m, s, alpha=0.5, groups=g, num_groups=3),
+        ("y", "loc", "scale", "group"),
+        {},
+    ),
+    "fit_conformal_groups_weighted": (
+        lambda y, m, w, g: R.fit_conformal(
+            y, m, alpha=0.5, weights=w, groups=g, num_groups=3
+        ),
+        ("y", "loc", "w", "group"),
+        {},
+    ),
+    "fit_conformalized_quantile_groups": (
+        lambda y, m, s, g: R.fit_conformalized_quantile(
+            y, m - s, m + s, alpha=0.5, groups=g, num_groups=3
+        ),
+        ("y", "loc", "scale", "group"),
+        {},
+    ),
+    "conformal_calibrator_call_groups": (
+        lambda m, s, g: _mondrian()(m, s, groups=g),
+        ("loc", "scale", "group"),
         {},
     ),
     "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),

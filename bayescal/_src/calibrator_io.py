@@ -62,6 +62,37 @@ def _scalar(*names: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], st
     return [(n, lambda d, n=n: d[n].shape == (), "a scalar (shape ())") for n in names]
 
 
+def _later_defaults(cls: Any, missing: set[str]) -> dict[str, Any]:
+    """The defaults of ``cls``'s option fields in ``missing`` that have one."""
+    import dataclasses
+
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return {
+        name: fields[name].default
+        for name in missing
+        if name in fields and fields[name].default is not dataclasses.MISSING
+    }
+
+
+def _groups_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
+    """A conformal quantile: a scalar, or one per Mondrian group."""
+    return [
+        (
+            "num_groups",
+            lambda d: d["num_groups"] is None
+            or (isinstance(d["num_groups"], int) and not isinstance(d["num_groups"], bool)
+                and d["num_groups"] >= 1),
+            "None or an int >= 1",
+        ),
+        (
+            "quantile",
+            lambda d: d["quantile"].shape
+            == (() if d["num_groups"] is None else (d["num_groups"],)),
+            "a scalar, or one per group (shape [num_groups])",
+        ),
+    ]
+
+
 def _vector(name: str, minimum: int) -> tuple[str, Callable[[dict[str, Any]], bool], str]:
     return (
         name,
@@ -292,7 +323,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ),
         ],
         "ConformalCalibrator": [
-            *_scalar("quantile"),
+            *_groups_rules(),
             (
                 "quantile",
                 lambda d: bool(np.all(d["quantile"] >= 0)),
@@ -301,7 +332,7 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             _alpha(),
             ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),
         ],
-        "ConformalizedQuantileCalibrator": [*_scalar("quantile"), _alpha()],
+        "ConformalizedQuantileCalibrator": [*_groups_rules(), _alpha()],
         "SigmaScalingCalibrator": [
             *_scalar("factor"),
             ("factor", lambda d: _positive(d["factor"]), _POSITIVE),
@@ -572,6 +603,9 @@ def _decode(
         raise fail(f"{kind}: 'meta' and 'arrays' must be JSON objects and 'nested' a list")
     want_meta = set(cls._meta_fields)
     want_data = set(cls._data_fields) - {_NESTED}
+    # an option field added to a class later (e.g. num_groups, 2026-11) takes its
+    # default in files written before it
+    meta = {**_later_defaults(cls, want_meta - set(meta)), **meta}
     if set(meta) != want_meta:
         raise fail(f"{kind}: option fields {sorted(meta)} differ from {sorted(want_meta)}")
     if set(refs) != want_data:
