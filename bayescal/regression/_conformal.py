@@ -275,6 +275,17 @@ def _twin_group_kth(
     return np.stack(quantiles), num
 
 
+def _twin_quantile(
+    scores: np.ndarray | None, alpha: Any, groups: Any, num_groups: Any
+) -> tuple[np.ndarray, int | None] | None:
+    """The conformal quantile of ``scores`` (per group with ``groups``) and the number
+    of groups (None without), or None: the kernel path."""
+    if groups is not None:
+        return _twin_group_kth(scores, alpha, groups, num_groups)
+    q = None if scores is None else _kth(scores, _twin_rank(scores.size, alpha))
+    return None if q is None else (q, None)
+
+
 def _twin_fit_conformal(
     y_true: Any,
     loc: Any,
@@ -289,15 +300,10 @@ def _twin_fit_conformal(
     if weights is not None:
         return None  # the kernel path (weighted quantile)
     scores = _twin_residual_scores(y_true, loc, scale)
-    if groups is not None:
-        found = _twin_group_kth(scores, alpha, groups, num_groups)
-        if found is None:
-            return None
-        return ConformalCalibrator(_device(found[0]), float(alpha), scale is not None, found[1])
-    q = None if scores is None else _kth(scores, _twin_rank(scores.size, alpha))
-    if q is None:
+    found = _twin_quantile(scores, alpha, groups, num_groups)
+    if found is None:
         return None
-    return ConformalCalibrator(_device(q), float(alpha), scale is not None)
+    return ConformalCalibrator(_device(found[0]), float(alpha), scale is not None, found[1])
 
 
 def _twin_fit_conformalized_quantile(
@@ -313,16 +319,10 @@ def _twin_fit_conformalized_quantile(
     """:func:`bayescal.regression.fit_conformalized_quantile` on the host."""
     if weights is not None:
         return None  # the kernel path (weighted quantile)
-    scores = _twin_cqr_scores(y_true, lower, upper)
-    if groups is not None:
-        found = _twin_group_kth(scores, alpha, groups, num_groups)
-        if found is None:
-            return None
-        return ConformalizedQuantileCalibrator(_device(found[0]), float(alpha), found[1])
-    q = None if scores is None else _kth(scores, _twin_rank(scores.size, alpha))
-    if q is None:
+    found = _twin_quantile(_twin_cqr_scores(y_true, lower, upper), alpha, groups, num_groups)
+    if found is None:
         return None
-    return ConformalizedQuantileCalibrator(_device(q), float(alpha))
+    return ConformalizedQuantileCalibrator(_device(found[0]), float(alpha), found[1])
 
 
 def _quantile(calibrator: Any, groups: Any = None) -> np.ndarray | None:
