@@ -300,6 +300,22 @@ def cases() -> dict:
             lambda d, _: R.fit_conformal(d.y, d.loc, d.scale, groups=d.groups),
             None,
         ),
+        "fit_conformal_predictive": (
+            lambda d, _: R.fit_conformal_predictive(d.y, d.loc, d.scale, groups=d.groups),
+            None,
+        ),
+        "fit_conformal_predictive -> pit": (
+            lambda d, cps: cps(d.loc, d.scale, groups=d.groups).pit(d.y, key=d.seed),
+            fitted(lambda d: R.fit_conformal_predictive(d.y, d.loc, d.scale, groups=d.groups)),
+        ),
+        "fit_conformal_predictive -> interval": (
+            lambda d, cps: cps(d.loc, d.scale, groups=d.groups).interval(0.9),
+            fitted(lambda d: R.fit_conformal_predictive(d.y, d.loc, d.scale, groups=d.groups)),
+        ),
+        "fit_conformal_predictive -> crps": (
+            lambda d, cps: cps(d.loc, d.scale, groups=d.groups).crps(d.y),
+            fitted(lambda d: R.fit_conformal_predictive(d.y, d.loc, d.scale, groups=d.groups)),
+        ),
         "select_recalibrator": (
             lambda d, _: R.select_recalibrator(d.y, d.loc, d.scale, key=d.seed).fold_scores,
             None,

@@ -13,6 +13,9 @@ the rows below time that path against
   split conformal (``fit_conformal(y, mu, alpha=0.1)`` then the calibrator on ``mu``:
   both take the ``ceil((n + 1) 0.9)``-th smallest absolute residual), and per group
   (Mondrian, 5 groups: ``groups=`` / crepes' ``bins=``),
+- crepes' ``ConformalPredictiveSystem().fit(y - mu).predict_int(mu, confidence=0.8)``
+  for the conformal predictive system (``fit_conformal_predictive(y, mu)(mu)
+  .interval(0.8)``),
 
 and against bayescal's own kernel path (``host.disabled()``: the one compiled program
 of checks and kernel, as before). Inputs are numpy float64 arrays, as a user's; every
@@ -69,13 +72,13 @@ def _agree(ours: Any, ref: Any, name: str) -> None:
 
 def main(quick: bool = False) -> list[dict]:
     import probcal.metrics as pm
-    from crepes import ConformalRegressor
+    from crepes import ConformalPredictiveSystem, ConformalRegressor
     from sklearn.metrics import brier_score_loss
     from sklearn.metrics import log_loss as sk_log_loss
 
     from bayescal._src import host
     from bayescal.classification import brier_score, expected_calibration_error, log_loss
-    from bayescal.regression import fit_conformal
+    from bayescal.regression import fit_conformal, fit_conformal_predictive
 
     budget = 0.05 if quick else 0.2
     rows = []
@@ -105,6 +108,12 @@ def main(quick: bool = False) -> list[dict]:
             return ConformalRegressor().fit(yy - mu, bins=g).predict_int(
                 mu, bins=g, confidence=0.9 - 1e-12
             )
+
+        def cps(mu=mu, yy=yy):
+            return fit_conformal_predictive(yy, mu)(mu).interval(0.8)
+
+        def crepes_cps(mu=mu, yy=yy):
+            return ConformalPredictiveSystem().fit(yy - mu).predict_int(mu, confidence=0.8)
 
         def ece(y=y, p=p):
             return expected_calibration_error(y, p, bins=NUM_BINS)
@@ -146,6 +155,11 @@ def main(quick: bool = False) -> list[dict]:
                 mondrian,
                 [("crepes ConformalRegressor bins=", crepes_mondrian)],
             ),
+            (
+                f"conformal predictive fit+interval n={tag}",
+                cps,
+                [("crepes ConformalPredictiveSystem", crepes_cps)],
+            ),
         ]
         for name, ours, peers in cases:
             out = ours()
@@ -155,7 +169,8 @@ def main(quick: bool = False) -> list[dict]:
                 _agree(a, np.asarray(b, np.float64), f"{name}: host vs kernel path")
             for _, peer in peers:
                 ref = peer()
-                ref = (ref[:, 0], ref[:, 1]) if peer in (crepes, crepes_mondrian) else ref
+                if peer in (crepes, crepes_mondrian, crepes_cps):
+                    ref = (ref[:, 0], ref[:, 1])
                 for a, b in zip(np.atleast_1d(out), np.atleast_1d(ref), strict=True):
                     _agree(a, b, f"{name}: vs {peer}")
 

@@ -56,6 +56,12 @@ def _mondrian():
 
 
 @functools.cache
+def _cps():
+    d = _inputs(300, seed=6)
+    return R.fit_conformal_predictive(d["y"], d["loc"], d["scale"], groups=d["group"])
+
+
+@functools.cache
 def _isotonic():
     x = np.linspace(0.0, 1.0, 300)
     return C.fit_isotonic((np.sin(40 * x) > 0.5 - x).astype(int), x)
@@ -124,6 +130,37 @@ CASES = {
     "conformal_calibrator_call_groups": (
         lambda m, s, g: _mondrian()(m, s, groups=g),
         ("loc", "scale", "group"),
+        {},
+    ),
+    # conformal predictive systems (Mondrian, normalized): the fit and each method
+    "fit_conformal_predictive": (
+        lambda y, m, s, g: R.fit_conformal_predictive(y, m, s, groups=g, num_groups=3),
+        ("y", "loc", "scale", "group"),
+        {},
+    ),
+    "conformal_predictive_pit": (
+        lambda y, m, s, g: _cps()(m, s, groups=g).pit(y),
+        ("y", "loc", "scale", "group"),
+        {},
+    ),
+    "conformal_predictive_pit_smoothed": (
+        lambda y, m, s, g: _cps()(m, s, groups=g).pit(y, key=jax.random.key(3)),
+        ("y", "loc", "scale", "group"),
+        {},
+    ),
+    "conformal_predictive_interval": (
+        lambda m, s, g: _cps()(m, s, groups=g).interval(0.8),
+        ("loc", "scale", "group"),
+        {},
+    ),
+    "conformal_predictive_quantile": (
+        lambda m, s, g: _cps()(m, s, groups=g).quantile([0.1, 0.5]),
+        ("loc", "scale", "group"),
+        {},
+    ),
+    "conformal_predictive_crps": (
+        lambda y, m, s, g: _cps()(m, s, groups=g).crps(y),
+        ("y", "loc", "scale", "group"),
         {},
     ),
     "isotonic_recalibrator_call": (lambda u: _recalibrator()(u), ("u",), {}),

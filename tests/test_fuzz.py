@@ -780,7 +780,8 @@ def test_tables_cover_the_public_names():
         "expected_normalized_calibration_error", "spread_skill_curve",
         "group_calibration_curve", "group_calibration_error",
         "adversarial_group_calibration", "fit_conformal", "fit_conformalized_quantile",
-        "conformal_rank", "smooth_calibration_error", "smooth_reliability_curve",
+        "conformal_rank", "fit_conformal_predictive",  # and tests/test_cps.py
+        "smooth_calibration_error", "smooth_reliability_curve",
         "smooth_reliability_band",
         # streaming accumulators: tests/test_accumulators.py
         "calibration_accumulator", "reliability_accumulator",

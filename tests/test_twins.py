@@ -97,6 +97,9 @@ def fitted(name):
             ),
             "levels": lambda: reg.fit_isotonic_recalibrator(d["pit"]),
             "sigma": lambda: reg.fit_sigma_scaling(d["yr"], d["loc"], d["scale"]),
+            "cps": lambda: reg.fit_conformal_predictive(
+                d["yr"], d["loc"], d["scale"], groups=d["folds"]
+            ),
         }[name]()
 
 
@@ -286,6 +289,27 @@ def _cases():
             lambda: reg.fit_conformalized_quantile(
                 d["yr"], d["lower"], d["upper"], coverage=0.9
             ),
+            EXACT,
+        ),
+        # conformal predictive systems (Mondrian, normalized)
+        R + "_cps._fit_cps": (
+            lambda: reg.fit_conformal_predictive(d["yr"], d["loc"], d["scale"], groups=d["folds"]),
+            EXACT,
+        ),
+        R + "_cps.ConformalPredictiveDistribution.pit": (
+            lambda: fitted("cps")(d["loc"], d["scale"], groups=d["folds"]).pit(d["yr"]),
+            EXACT,
+        ),
+        R + "_cps.ConformalPredictiveDistribution.quantile": (
+            lambda: fitted("cps")(d["loc"], d["scale"], groups=d["folds"]).quantile([0.1, 0.5]),
+            EXACT,
+        ),
+        R + "_cps.ConformalPredictiveDistribution.interval": (
+            lambda: fitted("cps")(d["loc"], d["scale"], groups=d["folds"]).interval(0.8),
+            EXACT,
+        ),
+        R + "_cps.ConformalPredictiveDistribution.crps": (
+            lambda: fitted("cps")(d["loc"], d["scale"], groups=d["folds"]).crps(d["yr"]),
             EXACT,
         ),
         R + "_conformal.ConformalCalibrator.__call__": (

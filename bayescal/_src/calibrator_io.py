@@ -74,16 +74,23 @@ def _later_defaults(cls: Any, missing: set[str]) -> dict[str, Any]:
     }
 
 
+def _num_groups_rule() -> tuple[str, Callable[[dict[str, Any]], bool], str]:
+    return (
+        "num_groups",
+        lambda d: d["num_groups"] is None
+        or (
+            isinstance(d["num_groups"], int)
+            and not isinstance(d["num_groups"], bool)
+            and d["num_groups"] >= 1
+        ),
+        "None or an int >= 1",
+    )
+
+
 def _groups_rules() -> list[tuple[str, Callable[[dict[str, Any]], bool], str]]:
     """A conformal quantile: a scalar, or one per Mondrian group."""
     return [
-        (
-            "num_groups",
-            lambda d: d["num_groups"] is None
-            or (isinstance(d["num_groups"], int) and not isinstance(d["num_groups"], bool)
-                and d["num_groups"] >= 1),
-            "None or an int >= 1",
-        ),
+        _num_groups_rule(),
         (
             "quantile",
             lambda d: d["quantile"].shape
@@ -333,6 +340,26 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),
         ],
         "ConformalizedQuantileCalibrator": [*_groups_rules(), _alpha()],
+        "ConformalPredictiveSystem": [
+            _vector("residuals", 1),
+            ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),
+            _num_groups_rule(),
+            (
+                "counts",
+                lambda d: d["counts"].shape == (d["num_groups"] or 1,)
+                and bool(np.all(d["counts"] >= 1))
+                and int(np.sum(d["counts"])) == d["residuals"].shape[0],
+                "one count >= 1 per group, summing to the number of residuals",
+            ),
+            (
+                "residuals",
+                lambda d: all(
+                    _nondecreasing(part)
+                    for part in np.split(d["residuals"], np.cumsum(d["counts"])[:-1])
+                ),
+                "sorted within each group",
+            ),
+        ],
         "SigmaScalingCalibrator": [
             *_scalar("factor"),
             ("factor", lambda d: _positive(d["factor"]), _POSITIVE),
@@ -456,7 +483,7 @@ def _check_savable(spec: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
     """
     fields: dict[str, Any] = dict(spec["meta"])
     for field, key in spec["arrays"].items():
-        problem = _array_problem(arrays[key])
+        problem = _array_problem(arrays[key], spec["type"], field)
         if problem:
             raise ValueError(
                 f"save_calibrator: {spec['type']}.{field}: {problem}; a file "
@@ -531,14 +558,25 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
 
 
-def _array_problem(a: np.ndarray) -> str | None:
+#: Array fields that hold counts: int32 (or int64 within int32's range), not floats.
+_INT_FIELDS = {("ConformalPredictiveSystem", "counts")}
+
+
+def _array_problem(a: np.ndarray, kind: str = "", field: str = "") -> str | None:
     """What is wrong with an array field whatever the class, or None.
 
     Every array field of a fitted calibrator is a float32 or float64 array of finite
     values that survive the conversion to the compute dtype (float32 unless x64):
     ``1e300`` would become inf there, and an int64 ``2**40`` would wrap to 0. (Values
     that must stay positive are checked by their class's rules, :func:`_positive`.)
+    The fields of ``_INT_FIELDS`` are int32 counts instead.
     """
+    if (kind, field) in _INT_FIELDS:
+        if a.dtype not in (np.int32, np.int64):
+            return f"must be an int32 array of counts; got dtype {a.dtype}"
+        if a.size and not (0 <= a.min() and a.max() < 2**31):
+            return "holds counts outside [0, 2**31)"
+        return None
     if a.dtype not in (np.float32, np.float64):
         return f"must be a float32 or float64 array (as save_calibrator writes); got dtype {a.dtype}"
     if not _finite(a):
@@ -620,9 +658,11 @@ def _decode(
         a = arrays[key]
         if a.dtype.kind not in "fiub":
             raise fail(f"{kind}.{field}: arrays must be numeric; got dtype {a.dtype}")
-        problem = _array_problem(a)
+        problem = _array_problem(a, kind, field)
         if problem:
             raise fail(f"{kind}.{field}: {problem}")
+        if (kind, field) in _INT_FIELDS:
+            a = a.astype(np.int32)
         fields[field] = a
     problem = _field_problem(kind, fields)
     if problem:

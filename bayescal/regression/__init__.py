@@ -26,6 +26,11 @@ from bayescal.regression._conformal import (
     fit_conformal,
     fit_conformalized_quantile,
 )
+from bayescal.regression._cps import (
+    ConformalPredictiveDistribution,
+    ConformalPredictiveSystem,
+    fit_conformal_predictive,
+)
 from bayescal.regression._kernel import (
     KernelCalibrationTest,
     kernel_calibration_error,
@@ -109,6 +114,10 @@ __all__ = [
     "fit_conformal",
     "fit_conformalized_quantile",
     "conformal_rank",
+    # conformal predictive systems
+    "fit_conformal_predictive",
+    "ConformalPredictiveSystem",
+    "ConformalPredictiveDistribution",
     "ConformalCalibrator",
     "ConformalizedQuantileCalibrator",
 ]
