@@ -259,7 +259,7 @@ def test_bad_input_raises_naming_the_argument():
     mondrian = reg.fit_conformal_predictive(y, loc, scale, groups=g)
     with pytest.raises(ValueError, match="pass the test predictions' scale"):
         mondrian(loc)
-    with pytest.raises(ValueError, match="pass the test cases' groups"):
+    with pytest.raises(ValueError, match="pass the test points' groups"):
         mondrian(loc, scale)
     with pytest.raises(ValueError, match="fitted without groups"):
         plain(loc, groups=g)

@@ -438,17 +438,7 @@ class ConformalCalibrator:
     ) -> tuple[jax.Array, jax.Array]:
         """The interval ``(lower, upper)`` for new predictive means (and scales);
         fitted per group, the test points' ``groups`` too (codes as in the fit)."""
-        if self.normalized and scale is None:
-            raise ValueError(
-                "this calibrator was fitted on scale-normalized residuals; pass the "
-                "test predictions' scale too: calibrator(loc, scale)."
-            )
-        if not self.normalized and scale is not None:
-            raise ValueError(
-                "this calibrator was fitted on absolute residuals (no scale); call it "
-                "with loc only, or refit with fit_conformal(y_true, loc, scale)."
-            )
-        _check_call_groups(self.num_groups, groups)
+        _check_call(self.normalized, scale, self.num_groups, groups, "fit_conformal")
         return _conformal_interval(self.quantile, loc, scale, groups, num_groups=self.num_groups)
 
 
@@ -484,23 +474,37 @@ class ConformalizedQuantileCalibrator:
     ) -> tuple[jax.Array, jax.Array]:
         """The conformalized interval for new predicted lower / upper quantiles;
         fitted per group, the test points' ``groups`` too (codes as in the fit)."""
-        _check_call_groups(self.num_groups, groups)
+        _check_call(True, True, self.num_groups, groups, "fit_conformalized_quantile")
         return _cqr_interval(self.quantile, lower, upper, groups, num_groups=self.num_groups)
 
 
 _GROUPS = "the Mondrian groups, coded 0..num_groups - 1 as in the fit"
 
 
-def _check_call_groups(num_groups: int | None, groups: Any) -> None:
+def _check_call(
+    normalized: bool, scale: Any, num_groups: int | None, groups: Any, fit: str
+) -> None:
+    """A fitted conformal object called with the arguments its fit had: a scale where
+    it was normalized, groups where it was fitted per group (``fit``: its function)."""
+    if normalized and scale is None:
+        raise ValueError(
+            f"this {fit} result was fitted on scale-normalized residuals; pass the test "
+            "predictions' scale too: calibrator(loc, scale)."
+        )
+    if not normalized and scale is not None:
+        raise ValueError(
+            f"this {fit} result was fitted on absolute residuals (no scale); call it with "
+            f"loc only, or refit with {fit}(y_true, loc, scale)."
+        )
     if num_groups is None and groups is not None:
         raise ValueError(
-            "this calibrator was fitted without groups (one quantile for all); call it "
-            "without groups, or refit with groups=... for Mondrian (per-group) intervals."
+            f"this {fit} result was fitted without groups (one for all); call it without "
+            "groups, or refit with groups=... for Mondrian (per-group) results."
         )
     if num_groups is not None and groups is None:
         raise ValueError(
-            f"this calibrator was fitted per group ({num_groups} Mondrian groups); pass "
-            "the test points' groups too: calibrator(..., groups=codes), coded as in the fit."
+            f"this {fit} result was fitted per group ({num_groups} Mondrian groups); pass "
+            "the test points' groups too: (..., groups=codes), coded as in the fit."
         )
 
 
@@ -537,6 +541,19 @@ def _cqr_interval(quantile, lower, upper, groups=None, *, num_groups=None):
     _v.check_finite(hi, "upper")
     q = _group_half(quantile, groups, num_groups, tuple(lo.shape))
     return lo - q, hi + q
+
+
+def _residual_inputs(y_true: Any, loc: Any, scale: Any) -> tuple:
+    """``y_true``, ``loc`` (and ``scale``) as 1-D float arrays of one shape (values are
+    checked in the fit's program)."""
+    y = _one_d(y_true, "y_true")
+    mu = _one_d(loc, "loc")
+    _v.check_same_shape(y_true=y, loc=mu)
+    s = None
+    if scale is not None:
+        s = _one_d(scale, "scale")
+        _v.check_same_shape(y_true=y, scale=s)
+    return y, mu, s
 
 
 def _one_d(x: Any, name: str) -> jax.Array:
@@ -659,13 +676,7 @@ def _fit_conformal_alpha(
     """:func:`fit_conformal` for a resolved ``alpha`` (the host path tried first)."""
     # Shapes, alpha and the rank here (n is known); the values and the scores in one
     # program per bucket of n (the rank is an argument of it).
-    y = _one_d(y_true, "y_true")
-    mu = _one_d(loc, "loc")
-    _v.check_same_shape(y_true=y, loc=mu)
-    s = None
-    if scale is not None:
-        s = _one_d(scale, "scale")
-        _v.check_same_shape(y_true=y, scale=s)
+    y, mu, s = _residual_inputs(y_true, loc, scale)
     a = _check_alpha(alpha)
     if groups is not None or weights is not None:
         g, num = _groups_and_count(groups, num_groups, y)

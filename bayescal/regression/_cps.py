@@ -40,9 +40,10 @@ from bayescal._src.validation import host_resident
 from bayescal.regression._conformal import (
     _GROUPS,
     _ceil_mul_div,
+    _check_call,
     _groups_and_count,
     _num_groups_needs_groups,
-    _one_d,
+    _residual_inputs,
     _upper_fraction,
 )
 
@@ -328,26 +329,7 @@ class ConformalPredictiveSystem:
         Nothing is computed here (shapes are checked); each method of the result is
         one compiled program, which checks the values.
         """
-        if self.normalized and scale is None:
-            raise ValueError(
-                "this system was fitted on scale-normalized residuals; pass the test "
-                "predictions' scale too: system(loc, scale)."
-            )
-        if not self.normalized and scale is not None:
-            raise ValueError(
-                "this system was fitted on residuals y - loc (no scale); call it with loc "
-                "only, or refit with fit_conformal_predictive(y_true, loc, scale)."
-            )
-        if self.num_groups is None and groups is not None:
-            raise ValueError(
-                "this system was fitted without groups; call it without groups, or "
-                "refit with groups=... for Mondrian (per-group) distributions."
-            )
-        if self.num_groups is not None and groups is None:
-            raise ValueError(
-                f"this system was fitted per group ({self.num_groups} Mondrian groups); "
-                "pass the test cases' groups too: system(..., groups=codes)."
-            )
+        _check_call(self.normalized, scale, self.num_groups, groups, "fit_conformal_predictive")
         loc, scale, groups = (_host_or_array(x) for x in (loc, scale, groups))
         shape = tuple(np.shape(loc))
         if len(shape) != 1 or shape[0] == 0:
@@ -597,13 +579,7 @@ def _twin_fit(
 # --------------------------------------------------------------------------- the fit
 @host_first(_twin_fit)
 def _fit_cps(y_true, loc, scale=None, *, groups=None, num_groups=None):
-    y = _one_d(y_true, "y_true")
-    mu = _one_d(loc, "loc")
-    _v.check_same_shape(y_true=y, loc=mu)
-    s = None
-    if scale is not None:
-        s = _one_d(scale, "scale")
-        _v.check_same_shape(y_true=y, scale=s)
+    y, mu, s = _residual_inputs(y_true, loc, scale)
     g, num = _groups_and_count(groups, num_groups, y)
     out = _fit_kernel(y, mu, s, g, num_groups=num)
     n = y.shape[-1]
