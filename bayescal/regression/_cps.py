@@ -687,10 +687,12 @@ def fit_conformal_predictive(
     >>> cps.residuals.tolist()
     [-0.5, -0.5, 0.5, 0.5]
     >>> dist = cps(np.array([0.0, 10.0]))
-    >>> [round(u, 3) for u in dist.pit(np.array([0.0, 10.0])).tolist()]  # (#{C <= y} + 1) / 5
+    >>> u = dist.pit(np.array([0.0, 10.0]))  # (#{C <= y} + 1) / (n + 1)
+    >>> [round(v, 3) for v in u.tolist()]
     [0.6, 0.6]
-    >>> [v.tolist() for v in dist.interval(0.6)]  # ranks floor(0.2 * 5), ceil(0.8 * 5)
-    [[-0.5, 9.5], [0.5, 10.5]]
+    >>> lo, hi = dist.interval(0.6)  # ranks floor(0.2 * 5) and ceil(0.8 * 5)
+    >>> lo.tolist(), hi.tolist()
+    ([-0.5, 9.5], [0.5, 10.5])
     """
     _num_groups_needs_groups(groups, num_groups)
     return _fit_cps(y_true, loc, scale, groups=groups, num_groups=num_groups)
