@@ -300,6 +300,10 @@ def cases() -> dict:
             lambda d, _: R.fit_conformal(d.y, d.loc, d.scale, groups=d.groups),
             None,
         ),
+        "adaptive_conformal_intervals": (
+            lambda d, _: R.adaptive_conformal_intervals(d.y, d.loc, d.pit),
+            None,
+        ),
         "fit_conformal_predictive": (
             lambda d, _: R.fit_conformal_predictive(d.y, d.loc, d.scale, groups=d.groups),
             None,

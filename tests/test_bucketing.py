@@ -132,6 +132,17 @@ CASES = {
         ("loc", "scale", "group"),
         {},
     ),
+    # adaptive conformal inference: the stream's length bucketed, the scores' too
+    "adaptive_conformal_intervals": (
+        lambda y, m, w: R.adaptive_conformal_intervals(y, m, w, gamma=0.05),
+        ("y", "loc", "w"),
+        {},
+    ),
+    "adaptive_conformal_intervals_window": (
+        lambda y, m, s, w: R.adaptive_conformal_intervals(y, m, w, s, gamma=0.05, window=True),
+        ("y", "loc", "scale", "w"),
+        {},
+    ),
     # conformal predictive systems (Mondrian, normalized): the fit and each method
     "fit_conformal_predictive": (
         lambda y, m, s, g: R.fit_conformal_predictive(y, m, s, groups=g, num_groups=3),

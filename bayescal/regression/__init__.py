@@ -11,6 +11,7 @@ calibration error of Widmann et al. 2021) assess normal predictives without PIT 
 """
 
 from bayescal._src.curve import CalibrationCurve
+from bayescal.regression._aci import AdaptiveConformalResult, adaptive_conformal_intervals
 from bayescal.regression._conditional import (
     AdversarialGroupCalibration,
     adversarial_group_calibration,
@@ -114,6 +115,9 @@ __all__ = [
     "fit_conformal",
     "fit_conformalized_quantile",
     "conformal_rank",
+    # adaptive conformal inference over a stream
+    "adaptive_conformal_intervals",
+    "AdaptiveConformalResult",
     # conformal predictive systems
     "fit_conformal_predictive",
     "ConformalPredictiveSystem",
