@@ -78,16 +78,24 @@ def _search(values, start, count, loc, scale, y, strict, xp):
     once), so the host twin counts what the kernel counts, ties included.
     """
     size = values.shape[-1]
-    lo, hi = start, start + count
     gap = y - loc
-    for _ in range(max(size, 1).bit_length()):
+
+    def halve(_, bounds):
+        lo, hi = bounds
         mid = (lo + hi) // 2
         a = xp.take(values, xp.minimum(mid, size - 1), axis=-1)
         c = a if scale is None else scale * a
         go = (mid < hi) & ((c < gap) if strict else (c <= gap))
-        lo = xp.where(go, mid + 1, lo)
-        hi = xp.where(go, hi, mid)
-    return lo - start
+        return xp.where(go, mid + 1, lo), xp.where(go, hi, mid)
+
+    bounds = (start, start + count)
+    steps = max(size, 1).bit_length()
+    if xp is np:
+        for i in range(steps):
+            bounds = halve(i, bounds)
+    else:  # a loop in the program, not its steps unrolled (a smaller program to compile)
+        bounds = jax.lax.fori_loop(0, steps, halve, bounds)
+    return bounds[0] - start
 
 
 def _starts(counts, xp):
