@@ -164,6 +164,18 @@ def _fit_predict(X_train, y_train, X_eval):
     return 1.0 / (1.0 + np.exp(-(X_eval @ np.array([1.0, -0.5, 0.25]))))
 
 
+def _lstsq_fit(X, y):
+    return np.linalg.lstsq(np.c_[X, np.ones(len(X))], y, rcond=None)[0]
+
+
+def _lstsq_predict(w, X):
+    return np.c_[X, np.ones(len(X))] @ w
+
+
+#: A least-squares model as ``fit``/``predict`` callables (fit_cross_conformal's row).
+_LSTSQ = (_lstsq_fit, _lstsq_predict)
+
+
 def cases() -> dict:
     """name -> (call(d, ctx), setup(d0) or None); setup runs once at N0, untimed."""
     from bayescal import classification as C
@@ -298,6 +310,10 @@ def cases() -> dict:
         ),
         "fit_conformal.groups": (
             lambda d, _: R.fit_conformal(d.y, d.loc, d.scale, groups=d.groups),
+            None,
+        ),
+        "fit_cross_conformal": (
+            lambda d, _: R.fit_cross_conformal(*_LSTSQ, d.X, d.y).interval(d.X),
             None,
         ),
         "adaptive_conformal_intervals": (

@@ -103,6 +103,19 @@ def fitted(name):
         }[name]()
 
 
+@functools.cache
+def _cv_plus():
+    d = data()
+
+    def fit(X, y):
+        return np.linalg.lstsq(np.c_[X, np.ones(len(X))], y, rcond=None)[0]
+
+    def predict(w, X):
+        return np.c_[X, np.ones(len(X))] @ w
+
+    return reg.fit_cross_conformal(fit, predict, np.c_[d["loc"], d["scale"]], d["yr"], folds=5)
+
+
 def _cases():
     d = data()
     key = jax.random.key(0)
@@ -310,6 +323,11 @@ def _cases():
         ),
         R + "_cps.ConformalPredictiveDistribution.crps": (
             lambda: fitted("cps")(d["loc"], d["scale"], groups=d["folds"]).crps(d["yr"]),
+            EXACT,
+        ),
+        # CV+ (the partition of each row on the host, a sort in the kernel)
+        R + "_cross_conformal._intervals": (
+            lambda: _cv_plus().interval(np.c_[d["loc"], d["scale"]][::-1]),
             EXACT,
         ),
         R + "_conformal.ConformalCalibrator.__call__": (

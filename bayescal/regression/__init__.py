@@ -32,6 +32,10 @@ from bayescal.regression._cps import (
     ConformalPredictiveSystem,
     fit_conformal_predictive,
 )
+from bayescal.regression._cross_conformal import (
+    CrossConformalRegressor,
+    fit_cross_conformal,
+)
 from bayescal.regression._kernel import (
     KernelCalibrationTest,
     kernel_calibration_error,
@@ -115,6 +119,9 @@ __all__ = [
     "fit_conformal",
     "fit_conformalized_quantile",
     "conformal_rank",
+    # CV+ and jackknife+
+    "fit_cross_conformal",
+    "CrossConformalRegressor",
     # adaptive conformal inference over a stream
     "adaptive_conformal_intervals",
     "AdaptiveConformalResult",
