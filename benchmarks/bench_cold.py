@@ -316,6 +316,12 @@ def cases() -> dict:
             lambda d, _: R.fit_cross_conformal(*_LSTSQ, d.X, d.y).interval(d.X),
             None,
         ),
+        "fit_jackknife_after_bootstrap": (
+            lambda d, _: R.fit_jackknife_after_bootstrap(*_LSTSQ, d.X, d.y, key=d.seed).interval(
+                d.X
+            ),
+            None,
+        ),
         "adaptive_conformal_intervals": (
             lambda d, _: R.adaptive_conformal_intervals(d.y, d.loc, d.pit),
             None,

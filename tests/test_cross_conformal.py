@@ -89,7 +89,7 @@ def test_fold_ids_and_shapes():
     fit, predict = _ridge()
     five = reg.fit_cross_conformal(fit, predict, X, y, folds=5)
     assert np.bincount(np.asarray(five.folds)).tolist() == [5, 5, 5, 4, 4]  # KFold's
-    assert len(five.models) == 5 and "folds=5" in repr(five)
+    assert len(five.models) == 5 and "models=5" in repr(five)
     own = reg.fit_cross_conformal(fit, predict, X, y, folds=np.asarray(five.folds))
     np.testing.assert_array_equal(np.asarray(own.residuals), np.asarray(five.residuals))
     lo, hi = five.interval(Xt)
@@ -117,3 +117,68 @@ def test_bad_input_raises_naming_the_argument():
         reg.fit_cross_conformal(fit, None, X, y)
     with pytest.raises(ValueError, match="predict returned"):
         reg.fit_cross_conformal(fit, lambda w, X: np.zeros(1), X, y)
+
+
+# --------------------------------------------------------------------------- J+aB
+@pytest.mark.parametrize("method", ["plus", "minmax"])
+def test_jackknife_after_bootstrap_equals_mapie_on_the_same_resamples(method):
+    from mapie.regression import JackknifeAfterBootstrapRegressor
+    from mapie.subsample import Subsample
+    from sklearn.linear_model import Ridge
+
+    X, y, Xt, _ = _data(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mapie = JackknifeAfterBootstrapRegressor(
+            Ridge(alpha=1.0),
+            confidence_level=0.85,
+            method=method,
+            resampling=Subsample(n_resamplings=20, random_state=3),
+        ).fit_conformalize(X, y)
+        _, ref = mapie.predict_interval(Xt)
+    trains = np.array([t for t, _ in Subsample(n_resamplings=20, random_state=3).split(X)])
+    fit, predict = _ridge(1.0)
+    ours = reg.fit_jackknife_after_bootstrap(
+        fit, predict, X, y, resamples=trains, method=method, coverage=0.85
+    )
+    assert ours.folds is None and len(ours.models) == 20
+    lo, hi = ours.interval(Xt)
+    np.testing.assert_allclose(np.asarray(lo), ref[:, 0, 0], rtol=RTOL, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(hi), ref[:, 1, 0], rtol=RTOL, atol=1e-5)
+
+
+def test_jackknife_after_bootstrap_draws_and_leaves_out_the_always_sampled():
+    X, y, Xt, _ = _data(4, n=50)
+    fit, predict = _ridge()
+    a = reg.fit_jackknife_after_bootstrap(fit, predict, X, y, key=7, num_resamples=25)
+    b = reg.fit_jackknife_after_bootstrap(fit, predict, X, y, key=7, num_resamples=25)
+    np.testing.assert_array_equal(np.asarray(a.residuals), np.asarray(b.residuals))
+    # observation 0 in every training set: no out-of-bag model, so no residual
+    r = np.random.default_rng(0)
+    trains = r.integers(0, 50, size=(10, 50))
+    trains[:, 0] = 0
+    c = reg.fit_jackknife_after_bootstrap(fit, predict, X, y, resamples=trains)
+    always = np.array([np.all([i in t for t in trains]) for i in range(50)])
+    assert always[0] and c.residuals.shape == (50 - always.sum(),)
+    lo, hi = c.interval(Xt)
+    assert bool(np.all(lo <= hi))
+    with pytest.raises(ValueError, match="key"):
+        reg.fit_jackknife_after_bootstrap(fit, predict, X, y)
+    with pytest.raises(ValueError, match="resamples"):
+        reg.fit_jackknife_after_bootstrap(fit, predict, X, y, resamples=trains + 50)
+    with pytest.raises(ValueError, match="resamples"):
+        reg.fit_jackknife_after_bootstrap(fit, predict, X, y, resamples=trains[0])
+
+
+def test_jackknife_after_bootstrap_coverage_by_simulation():
+    # Kim, Xu & Barber (2020), Theorem 1: >= 1 - 2 alpha (in practice near 1 - alpha)
+    reps, alpha, hits = 300, 0.2, 0
+    fit, predict = _ridge(1.0)
+    for s in range(reps):
+        X, y, Xt, yt = _data(seed=1000 + s, n=40, m=1)
+        jab = reg.fit_jackknife_after_bootstrap(fit, predict, X, y, key=s, alpha=alpha)
+        lo, hi = jab.interval(Xt)
+        hits += bool(lo[0] <= yt[0] <= hi[0])
+    rate = hits / reps
+    assert rate >= 1 - 2 * alpha - 4 * math.sqrt(0.24 / reps), rate
+    assert abs(rate - (1 - alpha)) < 4 * math.sqrt(0.16 / reps), rate

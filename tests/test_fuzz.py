@@ -782,7 +782,7 @@ def test_tables_cover_the_public_names():
         "adversarial_group_calibration", "fit_conformal", "fit_conformalized_quantile",
         "conformal_rank", "fit_conformal_predictive",  # and tests/test_cps.py
         "adaptive_conformal_intervals",  # tests/test_aci.py
-        "fit_cross_conformal",  # tests/test_cross_conformal.py
+        "fit_cross_conformal", "fit_jackknife_after_bootstrap",  # test_cross_conformal.py
         "smooth_calibration_error", "smooth_reliability_curve",
         "smooth_reliability_band",
         # streaming accumulators: tests/test_accumulators.py

@@ -35,6 +35,7 @@ from bayescal.regression._cps import (
 from bayescal.regression._cross_conformal import (
     CrossConformalRegressor,
     fit_cross_conformal,
+    fit_jackknife_after_bootstrap,
 )
 from bayescal.regression._kernel import (
     KernelCalibrationTest,
@@ -121,6 +122,7 @@ __all__ = [
     "conformal_rank",
     # CV+ and jackknife+
     "fit_cross_conformal",
+    "fit_jackknife_after_bootstrap",
     "CrossConformalRegressor",
     # adaptive conformal inference over a stream
     "adaptive_conformal_intervals",
