@@ -119,7 +119,17 @@ class CrossConformalRegressor:
         )
 
     def interval(self, X_new: Any) -> tuple[jax.Array, jax.Array]:
-        """The intervals ``(lower, upper)`` at new inputs (one ``predict`` per model)."""
+        """The intervals at new inputs (one ``predict`` call per model).
+
+        Parameters
+        ----------
+        X_new : array_like, shape [M, ...]
+            New inputs, as ``predict`` takes them.
+
+        Returns
+        -------
+        (lower, upper) : Arrays, shape [M]
+        """
         preds = np.stack([np.asarray(self.predict(m, X_new), np.float64).reshape(-1)
                           for m in self.models])  # [K, M]
         n = int(self.residuals.shape[-1])
@@ -354,7 +364,7 @@ def fit_jackknife_after_bootstrap(
         Targets.
     key : jax.random.PRNGKey or int, optional
         The resamples' randomness (``num_resamples`` of ``N`` indices drawn with
-        replacement by :func:`jax.random.randint`). Needed unless ``resamples`` is given.
+        replacement by ``jax.random.randint``). Needed unless ``resamples`` is given.
     num_resamples : int, default 30
         ``B``, the number of bootstrap models.
     resamples : array_like of int, shape [B, m], optional
