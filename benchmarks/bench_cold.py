@@ -322,6 +322,7 @@ def cases() -> dict:
             ),
             None,
         ),
+        "pit_martingale": (lambda d, _: R.pit_martingale(d.pit), None),
         "adaptive_conformal_intervals": (
             lambda d, _: R.adaptive_conformal_intervals(d.y, d.loc, d.pit),
             None,
@@ -440,6 +441,7 @@ def cases() -> dict:
             None,
         ),
         "fit_platt": (lambda d, _: C.fit_platt(d.label, d.prob), None),
+        "calibration_martingale": (lambda d, _: C.calibration_martingale(d.label, d.prob), None),
         "fit_platt -> apply": (
             lambda d, cal: cal(d.prob),
             fitted(lambda d: C.fit_platt(d.label, d.prob)),

@@ -15,7 +15,8 @@ the rows below time that path against
   (Mondrian, 5 groups: ``groups=`` / crepes' ``bins=``),
 - MAPIE's ``TimeSeriesRegressor(method="aci", cv="prefit")`` point by point for
   adaptive conformal inference over a stream (``aci_rows``), and its
-  ``CrossConformalRegressor`` for CV+ (``cv_plus_rows``),
+  ``CrossConformalRegressor`` for CV+ (``cv_plus_rows``), and crepes' ``SimpleJumper``
+  for the PIT test martingale (``martingale_rows``),
 - crepes' ``ConformalPredictiveSystem().fit(y - mu).predict_int(mu, confidence=0.8)``
   for the conformal predictive system (``fit_conformal_predictive(y, mu)(mu)
   .interval(0.8)``),
@@ -189,6 +190,7 @@ def main(quick: bool = False) -> list[dict]:
             rows.append(row(name, t_ours, t_kernel, "bayescal kernel path (host off)"))
     rows += aci_rows(quick)
     rows += cv_plus_rows(quick)
+    rows += martingale_rows(quick)
     print_us(rows)
     return rows
 
@@ -306,6 +308,22 @@ def cv_plus_rows(quick: bool = False) -> list[dict]:
         row("J+aB 20 resamples n=1e3, 1e3 new", t_ours, t_mapie, "MAPIE JackknifeAfterBootstrap")
     )
     return rows
+
+
+def martingale_rows(quick: bool = False) -> list[dict]:
+    """The Simple Jumper test martingale over 10,000 PIT values against crepes'
+    ``SimpleJumper().apply`` (a Python loop); values checked equal first."""
+    from crepes.martingales import SimpleJumper
+
+    from bayescal.regression import pit_martingale
+
+    u = np.random.default_rng(2).uniform(size=10_000) ** 1.05
+    _agree(pit_martingale(u).values, SimpleJumper().apply(u), "martingale vs crepes")
+    t_ours, t_peer = per_call(
+        lambda: pit_martingale(u), lambda: SimpleJumper().apply(u),
+        budget=0.05 if quick else 0.5, samples=5,
+    )
+    return [row("PIT martingale T=1e4", t_ours, t_peer, "crepes SimpleJumper")]
 
 
 def print_us(rows: list[dict]) -> None:

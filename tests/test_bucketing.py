@@ -132,6 +132,9 @@ CASES = {
         ("loc", "scale", "group"),
         {},
     ),
+    # anytime-valid monitoring
+    "pit_martingale": (R.pit_martingale, ("u",), {}),
+    "calibration_martingale": (C.calibration_martingale, ("labels", "p"), {}),
     # adaptive conformal inference: the stream's length bucketed, the scores' too
     "adaptive_conformal_intervals": (
         lambda y, m, w: R.adaptive_conformal_intervals(y, m, w, gamma=0.05),

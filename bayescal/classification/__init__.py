@@ -63,6 +63,7 @@ from bayescal.classification._metrics import (
     reliability_accumulator,
     reliability_curve,
 )
+from bayescal.classification._monitor import calibration_martingale
 from bayescal.classification._multiclass import (
     marginal_calibration_error,
     top_label_calibration_error,
@@ -142,6 +143,7 @@ __all__ = [
     "KernelCalibrationTest",
     "hosmer_lemeshow",
     "cumulative_calibration_test",
+    "calibration_martingale",
     "isotonic_calibration_index",
     "CalibrationSlope",
     "SpiegelhalterTest",

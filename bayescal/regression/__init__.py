@@ -49,6 +49,7 @@ from bayescal.regression._metrics import (
     miscalibration_area,
     sharpness,
 )
+from bayescal.regression._monitor import MartingaleResult, pit_martingale
 from bayescal.regression._pit import pit_cdf, pit_draws, pit_normal, pit_quantiles
 from bayescal.regression._recalibration import (
     IsotonicLevelCalibrator,
@@ -124,6 +125,9 @@ __all__ = [
     "fit_cross_conformal",
     "fit_jackknife_after_bootstrap",
     "CrossConformalRegressor",
+    # anytime-valid monitoring
+    "pit_martingale",
+    "MartingaleResult",
     # adaptive conformal inference over a stream
     "adaptive_conformal_intervals",
     "AdaptiveConformalResult",
