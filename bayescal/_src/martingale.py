@@ -28,17 +28,18 @@ class MartingaleResult(NamedTuple):
     Attributes
     ----------
     values : Array, shape [T]
-        The martingale ``M_t`` after each observation (``M_0 = 1`` is not listed).
+        The martingale ``M_t`` after each observation (``M_0 = 1`` is not listed);
+        +inf beyond the float range (a long run of evidence).
+    log_values : Array, shape [T]
+        ``log M_t``, kept without overflow (the recursion runs on the log scale).
     alarm : Array of int32, scalar
         The first index ``t`` with ``M_t >= 1 / level`` (the null rejected there,
         with type-I error at most ``level`` whenever one looks), or ``T`` if none.
-    level : float
-        The level of the alarm.
     """
 
     values: jax.Array
+    log_values: jax.Array
     alarm: jax.Array
-    level: float
 
 
 def check_jump(jump: object) -> float:
@@ -71,14 +72,19 @@ def simple_jumper(
     eps = jnp.asarray(epsilons, z.dtype)
     k = len(epsilons)
 
-    def step(capital, zt):
-        capital = capital * (1 + eps * zt)
-        total = jnp.sum(capital)
-        return (1 - jump) * capital + (jump / k) * total, total
+    # the accounts' shares of the capital (summing to 1) and the log of the total:
+    # the same recursion as the capitals themselves, without overflow
+    def step(carry, zt):
+        share, log_total = carry
+        share = share * (1 + eps * zt)
+        factor = jnp.sum(share)
+        log_total = log_total + jnp.log(factor)
+        share = (1 - jump) * share / factor + jump / k
+        return (share, log_total), log_total
 
-    start = jnp.full((k,), 1.0 / k, z.dtype)
-    _, values = jax.lax.scan(step, start, z)
-    n = values.shape[0] if count is None else count
-    crossed = (values >= 1 / level) & (jnp.arange(values.shape[0]) < n)
+    start = (jnp.full((k,), 1.0 / k, z.dtype), jnp.zeros((), z.dtype))
+    _, logs = jax.lax.scan(step, start, z)
+    n = logs.shape[0] if count is None else count
+    crossed = (logs >= -np.log(level)) & (jnp.arange(logs.shape[0]) < n)
     alarm = jnp.where(jnp.any(crossed), jnp.argmax(crossed), n).astype(jnp.int32)
-    return MartingaleResult(values, alarm, float(level))
+    return MartingaleResult(jnp.exp(logs), logs, alarm)

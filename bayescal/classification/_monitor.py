@@ -33,7 +33,7 @@ def calibration_martingale(
     :math:`1 + \epsilon (y_t - p_t)` (nonnegative for :math:`|\epsilon| \le 1`), whose
     expectation given :math:`p_t` is 1 when :math:`P(y_t = 1 \mid p_t) = p_t`. Under
     calibration the total :math:`M_t` is a test martingale, so
-    :math:`P(\sup_t M_t \ge 1/	ext{level}) \le 	ext{level}` at every horizon
+    :math:`P(\sup_t M_t \ge 1/\text{level}) \le \text{level}` at every horizon
     (Ville's inequality): monitor a deployed classifier batch by batch. It grows where
     the labels run above (``epsilon > 0``) or below (``epsilon < 0``) the predicted
     probabilities.
@@ -54,7 +54,7 @@ def calibration_martingale(
     Returns
     -------
     MartingaleResult
-        ``(values, alarm, level)``.
+        ``(values, log_values, alarm)``.
 
     See Also
     --------

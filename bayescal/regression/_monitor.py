@@ -34,7 +34,7 @@ def pit_martingale(
     a fraction ``jump`` of the capital is spread over the accounts after each step.
     Under calibration (independent uniform PIT values, e.g. conformal p-values or the
     PIT of a calibrated model on new data) the total :math:`M_t` is a test martingale
-    and :math:`P(\sup_t M_t \ge 1/	ext{level}) \le 	ext{level}` (Ville's
+    and :math:`P(\sup_t M_t \ge 1/\text{level}) \le \text{level}` (Ville's
     inequality): the alarm may be checked after every batch, forever, at that error
     rate. It grows where the PIT values drift to one side (a biased model: too many
     observations above or below their predictions).
@@ -54,8 +54,8 @@ def pit_martingale(
     Returns
     -------
     MartingaleResult
-        ``(values, alarm, level)``: :math:`M_t` per step and the first step where
-        :math:`M_t \ge 1/	ext{level}` (``T`` if none).
+        ``(values, log_values, alarm)``: :math:`M_t` and :math:`\log M_t` per step and
+        the first step where :math:`M_t \ge 1/\text{level}` (``T`` if none).
 
     See Also
     --------
