@@ -323,6 +323,10 @@ def cases() -> dict:
             None,
         ),
         "pit_martingale": (lambda d, _: R.pit_martingale(d.pit), None),
+        "conformal_p_values": (
+            lambda d, _: R.conformal_p_values(np.abs(d.y - d.loc), key=d.seed),
+            None,
+        ),
         "adaptive_conformal_intervals": (
             lambda d, _: R.adaptive_conformal_intervals(d.y, d.loc, d.pit),
             None,

@@ -135,6 +135,7 @@ CASES = {
     # anytime-valid monitoring
     "pit_martingale": (R.pit_martingale, ("u",), {}),
     "calibration_martingale": (C.calibration_martingale, ("labels", "p"), {}),
+    "conformal_p_values": (lambda a, t: R.conformal_p_values(a, tau=t), ("scale", "u"), {}),
     # adaptive conformal inference: the stream's length bucketed, the scores' too
     "adaptive_conformal_intervals": (
         lambda y, m, w: R.adaptive_conformal_intervals(y, m, w, gamma=0.05),

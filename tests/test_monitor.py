@@ -148,3 +148,48 @@ def test_bad_input_raises_naming_the_argument():
         clf.calibration_martingale(y, u + 1)
     with pytest.raises(ValueError, match="y_prob"):
         clf.calibration_martingale(y, u[:-1])
+
+
+# --------------------------------------------------------------------------- exchangeability
+def test_conformal_p_values_equal_crepes_semi_online():
+    from crepes.martingales import semi_online_p_values
+
+    r = np.random.default_rng(5)
+    a = np.round(r.normal(size=1500), 1)  # ties: the equal-score term counts
+    ref = semi_online_p_values(a, seed=11)
+    tau = np.random.RandomState(11).rand(a.size)  # crepes' draws (np.random.seed)
+    got = reg.conformal_p_values(a.astype(DT), tau=tau.astype(DT))
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=RTOL, atol=1e-6)
+    drawn = reg.conformal_p_values(a.astype(DT), key=3)
+    again = reg.conformal_p_values(a.astype(DT), key=jax.random.key(3))
+    np.testing.assert_array_equal(np.asarray(drawn), np.asarray(again))
+
+
+def test_conformal_test_martingale_size_and_power():
+    # exchangeable scores: the conformal test martingale alarms in at most
+    # level + 3 SE of 400 streams; scores whose scale doubles at t = 200: it alarms
+    reps, t, level = 400, 400, 0.05
+    r = np.random.default_rng(6)
+    keys = jax.random.split(jax.random.key(0), reps)
+
+    def alarm(scores, key):
+        return reg.pit_martingale(reg.conformal_p_values(scores, key=key), level=level).alarm
+
+    null = np.abs(r.normal(size=(reps, t))).astype(DT)
+    alarms = np.asarray(jax.vmap(alarm)(null, keys))
+    assert np.mean(alarms < t) <= level + 3 * math.sqrt(level * (1 - level) / reps)
+    shifted = null.copy()
+    shifted[:, 200:] *= 2
+    alarms = np.asarray(jax.vmap(alarm)(shifted, keys))
+    assert np.mean(alarms < t) > 0.8
+
+
+def test_conformal_p_values_bad_input():
+    with pytest.raises(ValueError, match="exactly one of key"):
+        reg.conformal_p_values(np.ones(5))
+    with pytest.raises(ValueError, match="exactly one of key"):
+        reg.conformal_p_values(np.ones(5), key=0, tau=np.ones(5))
+    with pytest.raises(ValueError, match="scores"):
+        reg.conformal_p_values(np.array([1.0, np.nan]), key=0)
+    with pytest.raises(ValueError, match="tau"):
+        reg.conformal_p_values(np.ones(5), tau=np.full(5, 2.0))

@@ -49,7 +49,11 @@ from bayescal.regression._metrics import (
     miscalibration_area,
     sharpness,
 )
-from bayescal.regression._monitor import MartingaleResult, pit_martingale
+from bayescal.regression._monitor import (
+    MartingaleResult,
+    conformal_p_values,
+    pit_martingale,
+)
 from bayescal.regression._pit import pit_cdf, pit_draws, pit_normal, pit_quantiles
 from bayescal.regression._recalibration import (
     IsotonicLevelCalibrator,
@@ -127,6 +131,7 @@ __all__ = [
     "CrossConformalRegressor",
     # anytime-valid monitoring
     "pit_martingale",
+    "conformal_p_values",
     "MartingaleResult",
     # adaptive conformal inference over a stream
     "adaptive_conformal_intervals",

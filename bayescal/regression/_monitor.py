@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+import jax
+import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from bayescal._src import validation as _v
@@ -13,8 +16,9 @@ from bayescal._src.martingale import (
     check_jump,
     simple_jumper,
 )
+from bayescal._src.resampling import check_key
 
-__all__ = ["MartingaleResult", "pit_martingale"]
+__all__ = ["MartingaleResult", "conformal_p_values", "pit_martingale"]
 
 _EPSILONS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 
@@ -91,3 +95,96 @@ def pit_martingale(
 def _pit_martingale(pit, *, epsilons, jump, level):
     u = _v.check_pit(pit)
     return simple_jumper(u - 0.5, epsilons, jump, level, _v.observation_count(u))
+
+
+#: Rows of the comparison matrix per block of :func:`conformal_p_values` (memory
+#: ``_BLOCK * T`` booleans).
+_BLOCK = 512
+
+
+def conformal_p_values(
+    scores: ArrayLike, *, key: Any = None, tau: ArrayLike | None = None
+) -> jax.Array:
+    r"""Semi-online conformal p-values of a stream of nonconformity scores.
+
+    Each score is ranked among those before it (Vovk, Gammerman & Shafer 2022,
+    2nd ed., p. 111):
+
+    .. math:: p_t = \frac{\#\{s < t: a_s > a_t\} + \tau_t\,(1 + \#\{s < t: a_s = a_t\})}{t},
+              \qquad t = 1, 2, \dots
+
+    On exchangeable data the smoothed p-values (:math:`\tau_t` uniform) are
+    independent and uniform on [0, 1], so :func:`pit_martingale` on them is a
+    conformal test martingale: its alarm tests exchangeability itself (a change
+    point, a drift), anytime-valid.
+
+    Parameters
+    ----------
+    scores : array_like, shape [T]
+        Nonconformity scores in time order (e.g. absolute residuals ``|y - loc|``).
+    key : jax.random.PRNGKey or int, optional
+        Draws the :math:`\tau_t` (:func:`jax.random.uniform`).
+    tau : array_like, shape [T], optional
+        Or the :math:`\tau_t` themselves, in [0, 1] (e.g. to reproduce another
+        library's draws; ``tau=1`` everywhere gives the conservative p-values). Give
+        exactly one of ``key`` and ``tau``.
+
+    Returns
+    -------
+    Array, shape [T]
+
+    See Also
+    --------
+    pit_martingale : The test martingale on these p-values.
+
+    References
+    ----------
+    Vovk, Gammerman & Shafer (2022), "Algorithmic Learning in a Random World", 2nd ed.
+    crepes' ``semi_online_p_values`` (the reference of the tests).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bayescal.regression import conformal_p_values
+    >>> p = conformal_p_values(np.array([3.0, 1.0, 2.0, 5.0]), tau=np.ones(4))
+    >>> [round(v, 4) for v in p.tolist()]  # (#{earlier larger} + 1) / t
+    [1.0, 1.0, 0.6667, 0.25]
+    """
+    if (key is None) == (tau is None):
+        raise ValueError(
+            "give exactly one of key (the randomized p-values, drawn in JAX) and tau "
+            "(your own uniform draws, shape [T])."
+        )
+    return _conformal_p_values(scores, key=None if key is None else check_key(key), tau=tau)
+
+
+@_v.validated(fuse=True, bucket={"scores": -1, "tau": -1}, per_observation=-1)
+def _conformal_p_values(scores, *, key=None, tau=None):
+    a = _v.as_float_array(scores, "scores")
+    _v.check_ndim(a, "scores", 1)
+    _v.check_nonempty(a, "scores")
+    _v.check_finite(a, "scores")
+    n = a.shape[-1]
+    if tau is None:
+        theta = jax.random.uniform(key, (n,), dtype=a.dtype)
+    else:
+        theta = _v.as_float_array(tau, "tau").astype(a.dtype)
+        _v.check_same_shape(scores=a, tau=theta)
+        _v.check_in_unit_interval(theta, "tau", "draws")
+    block = min(_BLOCK, n)
+    pad = -n % block
+    rows = jnp.pad(a, (0, pad)).reshape(-1, block)
+    index = jnp.arange(n + pad).reshape(-1, block)
+    earlier = jnp.arange(n)
+
+    def counts(args):
+        values, at = args
+        before = earlier[None, :] < at[:, None]  # [block, T]: s < t
+        greater = jnp.sum(before & (a[None, :] > values[:, None]), axis=-1)
+        equal = jnp.sum(before & (a[None, :] == values[:, None]), axis=-1)
+        return greater, equal
+
+    greater, equal = jax.lax.map(counts, (rows, index))
+    greater, equal = greater.reshape(-1)[:n], equal.reshape(-1)[:n]
+    t = jnp.arange(1, n + 1, dtype=a.dtype)
+    return (greater.astype(a.dtype) + theta * (1 + equal.astype(a.dtype))) / t
