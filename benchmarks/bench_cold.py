@@ -312,6 +312,18 @@ def cases() -> dict:
             lambda d, _: R.fit_conformal(d.y, d.loc, d.scale, groups=d.groups),
             None,
         ),
+        "fit_density_ratio": (
+            lambda d, _: R.fit_density_ratio(d.X[: d.n // 2], d.X[d.n // 2 :] + 0.5),
+            None,
+        ),
+        "fit_density_ratio -> apply": (
+            lambda d, ratio: ratio(d.X),
+            fitted(lambda d: R.fit_density_ratio(d.X[: d.n // 2], d.X[d.n // 2 :] + 0.5)),
+        ),
+        "weighted_conformal_interval": (
+            lambda d, _: R.weighted_conformal_interval(d.y, d.loc, d.scale, d.loc, d.scale),
+            None,
+        ),
         "fit_cross_conformal": (
             lambda d, _: R.fit_cross_conformal(*_LSTSQ, d.X, d.y).interval(d.X),
             None,

@@ -784,6 +784,7 @@ def test_tables_cover_the_public_names():
         "adaptive_conformal_intervals",  # tests/test_aci.py
         "fit_cross_conformal", "fit_jackknife_after_bootstrap",  # test_cross_conformal.py
         "pit_martingale", "calibration_martingale", "conformal_p_values",  # test_monitor.py
+        "fit_density_ratio", "weighted_conformal_interval",  # tests/test_shift.py
         "smooth_calibration_error", "smooth_reliability_curve",
         "smooth_reliability_band",
         # streaming accumulators: tests/test_accumulators.py

@@ -340,6 +340,10 @@ def _rules(cls_name: str) -> list[tuple[str, Callable[[dict[str, Any]], bool], s
             ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),
         ],
         "ConformalizedQuantileCalibrator": [*_groups_rules(), _alpha()],
+        "DensityRatio": [
+            _vector("coef", 1),
+            *_scalar("intercept"),
+        ],
         "ConformalPredictiveSystem": [
             _vector("residuals", 1),
             ("normalized", lambda d: isinstance(d["normalized"], bool), "true or false"),

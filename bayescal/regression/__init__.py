@@ -71,6 +71,11 @@ from bayescal.regression._scores import (
     pinball_loss,
 )
 from bayescal.regression._select import RecalibratorSelection, select_recalibrator
+from bayescal.regression._shift import (
+    DensityRatio,
+    fit_density_ratio,
+    weighted_conformal_interval,
+)
 from bayescal.regression._uncertainty import (
     bootstrap_calibration_curve,
     bootstrap_calibration_error,
@@ -125,6 +130,10 @@ __all__ = [
     "fit_conformal",
     "fit_conformalized_quantile",
     "conformal_rank",
+    # covariate shift
+    "fit_density_ratio",
+    "DensityRatio",
+    "weighted_conformal_interval",
     # CV+ and jackknife+
     "fit_cross_conformal",
     "fit_jackknife_after_bootstrap",
