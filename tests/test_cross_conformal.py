@@ -182,3 +182,26 @@ def test_jackknife_after_bootstrap_coverage_by_simulation():
     rate = hits / reps
     assert rate >= 1 - 2 * alpha - 4 * math.sqrt(0.24 / reps), rate
     assert abs(rate - (1 - alpha)) < 4 * math.sqrt(0.16 / reps), rate
+
+
+@pytest.mark.parametrize("method", ["plus", "minmax"])
+def test_new_points_in_blocks_equal_one_block(method, monkeypatch):
+    # the [M, N] leave-out predictions are taken in blocks of new points (bounded
+    # memory); forced small here, on the host path and on the kernel path
+    from bayescal._src import host
+    from bayescal.regression import _cross_conformal as cc
+
+    X, y, Xt, _ = _data(5, n=90, m=77)
+    fit, predict = _ridge()
+    cv = reg.fit_cross_conformal(fit, predict, X, y, method=method)
+    whole = cv.interval(Xt)
+    monkeypatch.setattr(cc, "_CELLS", 1000)
+    for run in (lambda: cv.interval(Xt), lambda: _kernel(cv, Xt, host)):
+        blocked = run()
+        for a, b in zip(blocked, whole, strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _kernel(cv, Xt, host):
+    with host.disabled():
+        return cv.interval(Xt)

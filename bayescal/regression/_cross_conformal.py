@@ -171,13 +171,27 @@ def _bounds(residuals, weights, preds, ranks, method, xp):
     return xp.min(xp.where(real, mu, inf), axis=-1) - q, xp.max(xp.where(real, mu, -inf), axis=-1) + q
 
 
+#: Values of the ``[M, N]`` matrix of leave-out predictions held at once: the new
+#: points are taken in blocks of ``_CELLS // N`` (memory ~64 MB in float32).
+_CELLS = 1 << 24
+
+
+def _block(size: int, m: int) -> int:
+    return int(min(m, max(1, _CELLS // max(size, 1))))
+
+
 def _twin_intervals(residuals, weights, preds, ranks, *, method):
     """``_intervals`` on the host: ``np.partition`` instead of sorting every row."""
     if not all(type(a) is np.ndarray for a in (residuals, weights, preds)):
         return None
     if not np.isfinite(preds).all():
         return None  # the kernel path names the predictions
-    lo, hi = _bounds(residuals, weights, preds, ranks, method, np)
+    step = _block(residuals.shape[-1], preds.shape[1])
+    parts = [
+        _bounds(residuals, weights, preds[:, i : i + step], ranks, method, np)
+        for i in range(0, preds.shape[1], step)
+    ]
+    lo, hi = (np.concatenate([p[j] for p in parts]) for j in (0, 1))
     return _device(np.asarray(lo, preds.dtype)), _device(np.asarray(hi, preds.dtype))
 
 
@@ -186,7 +200,17 @@ def _twin_intervals(residuals, weights, preds, ranks, *, method):
 def _intervals(residuals, weights, preds, ranks, *, method):
     p = _v.as_float_array(preds, "predictions")
     _v.check_finite(p, "predictions")
-    return _bounds(residuals.astype(p.dtype), weights.astype(p.dtype), p, ranks, method, jnp)
+    r, w = residuals.astype(p.dtype), weights.astype(p.dtype)
+    m = p.shape[1]
+    step = _block(r.shape[-1], m)
+    if step >= m:
+        return _bounds(r, w, p, ranks, method, jnp)
+    pad = -m % step  # the new points in blocks, one at a time (bounded memory)
+    blocks = jnp.pad(p, ((0, 0), (0, pad)), mode="edge").reshape(p.shape[0], -1, step)
+    lo, hi = jax.lax.map(
+        lambda b: _bounds(r, w, b, ranks, method, jnp), jnp.moveaxis(blocks, 1, 0)
+    )
+    return lo.reshape(-1)[:m], hi.reshape(-1)[:m]
 
 
 def _check_fit_inputs(fit: Any, predict: Any, X: Any, y: Any) -> tuple[np.ndarray, int]:
