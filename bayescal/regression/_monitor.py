@@ -123,7 +123,7 @@ def conformal_p_values(
     scores : array_like, shape [T]
         Nonconformity scores in time order (e.g. absolute residuals ``|y - loc|``).
     key : jax.random.PRNGKey or int, optional
-        Draws the :math:`\tau_t` (:func:`jax.random.uniform`).
+        Draws the :math:`\tau_t` (``jax.random.uniform``).
     tau : array_like, shape [T], optional
         Or the :math:`\tau_t` themselves, in [0, 1] (e.g. to reproduce another
         library's draws; ``tau=1`` everywhere gives the conservative p-values). Give
