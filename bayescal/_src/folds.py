@@ -8,6 +8,7 @@ it, round-robin into the folds (``cross_calibrate``, ``select_calibrator``;
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -79,3 +80,21 @@ def stratified_folds(y: np.ndarray, num_folds: int, key: jax.Array) -> np.ndarra
         fold[idx] = (start + np.arange(idx.size)) % num_folds
         start += idx.size
     return fold
+
+
+def check_fold_ids(folds: Any, n: int) -> np.ndarray:
+    """User fold ids: one integer per observation (shape ``[n]``), using every id
+    ``0 .. K-1`` with ``K >= 2``; returned as int64."""
+    fold = np.asarray(folds)
+    if fold.shape != (n,) or not np.issubdtype(fold.dtype, np.integer):
+        raise ValueError(
+            f"folds must be integer fold ids, one per observation (shape ({n},)); got "
+            f"dtype {fold.dtype} and shape {fold.shape}."
+        )
+    num = int(fold.max()) + 1 if fold.size else 0
+    present = np.unique(fold)
+    if fold.min() < 0 or num < 2 or present.size != num:
+        raise ValueError(
+            f"folds must use every id 0 .. K-1 with K >= 2; got ids {present.tolist()}."
+        )
+    return fold.astype(np.int64)

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayescal._src import validation as _v
+from bayescal._src.folds import check_fold_ids
 from bayescal._src.folds import stratified_folds as _stratified_folds
 from bayescal._src.options import KeyLike
 from bayescal._src.resampling import check_key
@@ -91,18 +92,8 @@ def _average(probs: list) -> jax.Array:
 
 
 def _check_folds(folds: Any, labels: np.ndarray) -> np.ndarray:
-    fold = np.asarray(folds)
-    if fold.shape != labels.shape or not np.issubdtype(fold.dtype, np.integer):
-        raise ValueError(
-            f"folds must be integer fold ids, one per observation (shape "
-            f"{labels.shape}); got dtype {fold.dtype} and shape {fold.shape}."
-        )
-    num = int(fold.max()) + 1 if fold.size else 0
-    present = np.unique(fold)
-    if fold.min() < 0 or num < 2 or present.size != num:
-        raise ValueError(
-            f"folds must use every id 0 .. K-1 with K >= 2; got ids {present.tolist()}."
-        )
+    fold = check_fold_ids(folds, labels.shape[0])
+    num = int(fold.max()) + 1
     for k in range(num):
         held_out = labels[fold == k]
         if held_out.min() == held_out.max():
@@ -110,7 +101,7 @@ def _check_folds(folds: Any, labels: np.ndarray) -> np.ndarray:
                 f"fold {k} holds only class {held_out[0]}; every held-out fold needs "
                 "both classes to fit its calibrator. Stratify the folds."
             )
-    return fold.astype(np.int64)
+    return fold
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

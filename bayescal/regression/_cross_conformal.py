@@ -36,6 +36,7 @@ import numpy as np
 
 from bayescal._src import validation as _v
 from bayescal._src.bucketing import bucket_size, pad_axis
+from bayescal._src.folds import check_fold_ids
 from bayescal._src.host import _device
 from bayescal._src.host import first as host_first
 from bayescal._src.options import coverage_and_alpha
@@ -62,19 +63,7 @@ def _fold_ids(folds: Any, n: int) -> np.ndarray:
     if isinstance(folds, int | np.integer) and not isinstance(folds, bool):
         k = _v.check_positive_int(folds, "folds", minimum=2, maximum=n)
         return _kfold(n, k)
-    ids = np.asarray(folds)
-    if ids.shape != (n,) or ids.dtype.kind not in "iu":
-        raise ValueError(
-            f"folds must be an int >= 2, 'loo' or one integer fold id per observation "
-            f"(shape ({n},)); got {ids.dtype} of shape {ids.shape}."
-        )
-    present = np.unique(ids)
-    if present.size < 2 or present[0] != 0 or present[-1] != present.size - 1:
-        raise ValueError(
-            "folds must number the folds 0..K-1 with every fold used and K >= 2; got "
-            f"the ids {present[:10].tolist()}."
-        )
-    return ids.astype(np.int64)
+    return check_fold_ids(folds, n)
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
